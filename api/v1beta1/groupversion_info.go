@@ -1,0 +1,23 @@
+// Package v1beta1 contains the NodeMaintenance API, group nodemaintenance.medik8s.io.
+// The group, kind, finalizer, taints, lease and label are those of the medik8s
+// node-maintenance-operator, so clusters and tools that know it keep working.
+//
+// +kubebuilder:object:generate=true
+// +groupName=nodemaintenance.medik8s.io
+package v1beta1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the group and version of the NodeMaintenance API.
+	GroupVersion = schema.GroupVersion{Group: "nodemaintenance.medik8s.io", Version: "v1beta1"}
+
+	// SchemeBuilder registers the API types with a runtime.Scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the API types to a runtime.Scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Builds the pinned test toolchain from Go module source into a cache outside the
+# checkout. Nothing prebuilt is downloaded and nothing on PATH is used.
+#
+#   hack/tools.sh [TOOL...]     build what is missing (default: all)
+#   hack/tools.sh --dir         print the directory holding the binaries
+#   hack/tools.sh --check       exit 1 and name what is missing, build nothing
+#
+# Every tool lives in its own versioned directory ($NM_TOOLS_DIR/<tool>-<version>),
+# so a version bump rebuilds only that tool. A build happens in a scratch directory
+# under an flock and is moved into place at the end, so two concurrent runs never
+# see a half-written binary. The bin/ directory holds symlinks to the current set.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+TOOLS_DIR=${NM_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/terraform-provider-nodemaintenance/tools}
+BIN_DIR=$TOOLS_DIR/bin
+export GOFLAGS=-buildvcs=false
+export GOTOOLCHAIN=local
+export CGO_ENABLED=0
+
+ALL_TOOLS=(etcd kubernetes kwok controller-gen tofu terraform staticcheck)
+
+# binaries each tool provides, and the versioned directory it lives in
+tool_bins() {
+  case $1 in
+    etcd) echo etcd ;;
+    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
+    kwok) echo kwok kwokctl ;;
+    controller-gen) echo controller-gen ;;
+    tofu) echo tofu ;;
+    terraform) echo terraform ;;
+    staticcheck) echo staticcheck ;;
+    *) echo "unknown tool: $1 (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
+  esac
+}
+tool_version() {
+  case $1 in
+    etcd) echo "$ETCD_VERSION" ;;
+    kubernetes) echo "$KUBERNETES_VERSION" ;;
+    kwok) echo "$KWOK_VERSION" ;;
+    controller-gen) echo "$CONTROLLER_TOOLS_VERSION" ;;
+    tofu) echo "$OPENTOFU_VERSION" ;;
+    terraform) echo "$TERRAFORM_VERSION" ;;
+    staticcheck) echo "$STATICCHECK_VERSION" ;;
+  esac
+}
+tool_dir() { echo "$TOOLS_DIR/$1-$(tool_version "$1")"; }
+
+is_built() {
+  local dir b
+  dir=$(tool_dir "$1")
+  [ -f "$dir/.complete" ] || return 1
+  for b in $(tool_bins "$1"); do [ -x "$dir/$b" ] || return 1; done
+}
+
+log() { printf '[tools] %s\n' "$*" >&2; }
+
+# A throwaway module that requires MODULE@VERSION and builds PKGS into OUT.
+# A tools.go file imports the commands so `go mod tidy` records their deps.
+build_from_throwaway_module() {
+  local work=$1 out=$2 module=$3 version=$4; shift 4
+  local pkgs=("$@") p
+  mkdir -p "$work/mod"
+  (
+    cd "$work/mod"
+    go mod init nm-tools-throwaway >/dev/null 2>&1
+    {
+      echo '//go:build tools'
+      echo
+      echo 'package tools'
+      echo
+      echo 'import ('
+      for p in "${pkgs[@]}"; do echo "	_ \"$p\""; done
+      echo ')'
+    } >tools.go
+    go mod edit -require "$module@$version"
+    if [ -n "${EXTRA_REPLACES:-}" ]; then
+      local r
+      for r in $EXTRA_REPLACES; do go mod edit -replace "$r"; done
+    fi
+    go mod tidy
+    for p in "${pkgs[@]}"; do
+      log "go build $p"
+      go build -trimpath -ldflags "${LDFLAGS:-}" -o "$out/$(basename "$p")" "$p"
+    done
+  )
+}
+
+# Copy a module's source out of the module cache (read-only there) so it can be
+# built with its own go.mod, which `go install` refuses for modules with replaces.
+copy_module_source() {
+  local module=$1 version=$2 dest=$3 dir
+  dir=$(go mod download -json "$module@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -n "$dir" ] || { log "could not download $module@$version"; return 1; }
+  cp -R "$dir" "$dest"
+  chmod -R u+w "$dest"
+}
+
+build_tool() {
+  local tool=$1 version work out
+  version=$(tool_version "$tool")
+  work=$(mktemp -d "$TOOLS_DIR/.build-$tool.XXXXXX")
+  out=$work/out
+  mkdir -p "$out"
+  local start=$SECONDS
+  log "building $tool $version (cold builds take minutes; see TOOLCHAIN notes in README)"
+  case $tool in
+    etcd)
+      mkdir -p "$work/mod"
+      cat >"$work/mod/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+      (cd "$work/mod" && go mod init nm-etcd >/dev/null 2>&1 &&
+        go mod edit -require "go.etcd.io/etcd/server/v3@$version" &&
+        go mod tidy && go build -trimpath -o "$out/etcd" .)
+      ;;
+    kubernetes)
+      # k8s.io/kubernetes replaces its staging modules with ./staging paths; a
+      # consumer must replace each with the matching published v0.x release.
+      local gomod staging_version=${version/v1./v0.} replaces=""
+      gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+      for m in $(sed -n 's#^[[:space:]]*\(k8s.io/[^ ]*\) => ./staging/.*#\1#p' "$gomod"); do
+        replaces+=" $m=$m@$staging_version"
+      done
+      local minor=${version#v1.}; minor=${minor%%.*}
+      EXTRA_REPLACES=$replaces \
+        LDFLAGS="-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$version" \
+        build_from_throwaway_module "$work" "$out" k8s.io/kubernetes "$version" \
+        k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+        k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+      ;;
+    kwok)
+      LDFLAGS="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$version" \
+        build_from_throwaway_module "$work" "$out" sigs.k8s.io/kwok "$version" \
+        sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
+      ;;
+    controller-gen)
+      GOBIN=$out go install "sigs.k8s.io/controller-tools/cmd/controller-gen@$version"
+      ;;
+    staticcheck)
+      GOBIN=$out go install "honnef.co/go/tools/cmd/staticcheck@$version"
+      ;;
+    tofu)
+      copy_module_source github.com/opentofu/opentofu "$version" "$work/src"
+      (cd "$work/src" && go build -trimpath -ldflags "-s -w" -o "$out/tofu" ./cmd/tofu)
+      ;;
+    terraform)
+      copy_module_source github.com/hashicorp/terraform "$version" "$work/src"
+      (cd "$work/src" && go build -trimpath -ldflags "-s -w" -o "$out/terraform" .)
+      ;;
+  esac
+  touch "$out/.complete"
+  local dir
+  dir=$(tool_dir "$tool")
+  rm -rf "$dir"
+  mv "$out" "$dir"
+  rm -rf "$work"
+  log "built $tool $version in $((SECONDS - start))s -> $dir"
+}
+
+link_bins() {
+  local tool=$1 b
+  mkdir -p "$BIN_DIR"
+  for b in $(tool_bins "$tool"); do
+    ln -sfn "$(tool_dir "$tool")/$b" "$BIN_DIR/.$b.tmp.$$"
+    mv -Tf "$BIN_DIR/.$b.tmp.$$" "$BIN_DIR/$b"
+  done
+}
+
+ensure_tool() {
+  local tool=$1
+  tool_bins "$tool" >/dev/null
+  if ! is_built "$tool"; then
+    mkdir -p "$TOOLS_DIR"
+    exec {lock}>"$TOOLS_DIR/.lock-$tool"
+    flock "$lock"
+    # another run may have finished it while we waited for the lock
+    is_built "$tool" || build_tool "$tool"
+    flock -u "$lock"
+    exec {lock}>&-
+  fi
+  link_bins "$tool"
+}
+
+case ${1:-} in
+  --dir) echo "$BIN_DIR"; exit 0 ;;
+  --check)
+    missing=()
+    for t in "${ALL_TOOLS[@]}"; do is_built "$t" || missing+=("$t"); done
+    if [ ${#missing[@]} -gt 0 ]; then echo "missing tools: ${missing[*]} (run: make tools)" >&2; exit 1; fi
+    exit 0
+    ;;
+esac
+
+tools=("$@")
+[ ${#tools[@]} -gt 0 ] || tools=("${ALL_TOOLS[@]}")
+for t in "${tools[@]}"; do ensure_tool "$t"; done
+log "tools ready in $BIN_DIR"

@@ -1,0 +1,350 @@
+// Package testcluster runs a real Kubernetes control plane (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler) with fake kwok nodes
+// for integration and acceptance tests, using the binaries `make tools` built.
+// One cluster serves one test package: start it from TestMain with Main.
+package testcluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
+)
+
+// Components are the processes kwokctl runs for a cluster, in the names
+// `kwokctl logs` knows them by.
+var Components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller"}
+
+// Scheme knows the built-in types, CRDs and NodeMaintenance.
+var Scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(Scheme))
+	utilruntime.Must(nmv1beta1.AddToScheme(Scheme))
+}
+
+// Cluster is a running kwokctl cluster.
+type Cluster struct {
+	// Name is the kwokctl cluster name.
+	Name string
+	// KubeconfigPath is a kubeconfig file with admin credentials.
+	KubeconfigPath string
+	// RESTConfig is the admin rest.Config of the cluster.
+	RESTConfig *rest.Config
+	// Client is a controller-runtime client (no cache) that knows Scheme.
+	Client client.Client
+	// Clientset is a client-go clientset.
+	Clientset kubernetes.Interface
+
+	workDir  string
+	stopOnce sync.Once
+}
+
+// Options tune a cluster.
+type Options struct {
+	// InstallCRD installs the committed NodeMaintenance CRD once the cluster is up.
+	InstallCRD bool
+}
+
+// current is the cluster of the running test package, set by Main.
+var current *Cluster
+
+// Get returns the package's cluster. In -short mode, or when Main did not
+// start one, the test is skipped.
+func Get(t testing.TB) *Cluster {
+	t.Helper()
+	if current == nil {
+		t.Skip("integration test: needs the package cluster (run without -short; see testcluster.Main)")
+	}
+	return current
+}
+
+// Main starts one cluster for the package, runs its tests, dumps the cluster
+// logs when a test failed, and always tears the cluster down. Use it as
+//
+//	func TestMain(m *testing.M) { os.Exit(testcluster.Main(m, testcluster.Options{InstallCRD: true})) }
+//
+// With -short no cluster is started and integration tests skip themselves.
+func Main(m *testing.M, opts Options) int {
+	// testing.Short needs parsed flags; m.Run would parse them too late.
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		return m.Run()
+	}
+	if err := RequireTools(append([]string{"kwokctl", "kubectl"}, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")...); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: cannot start the test cluster: %v\n", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	c, err := Start(ctx, packageName())
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: cannot start the test cluster: %v\n", err)
+		if c != nil {
+			c.DumpLogs(os.Stderr)
+			c.Stop()
+		}
+		return 1
+	}
+	// A test binary stopped by Ctrl-C must not leave a control plane behind.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		c.Stop()
+		os.Exit(130)
+	}()
+	defer c.Stop()
+
+	if opts.InstallCRD {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := c.InstallCRD(ctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+			c.DumpLogs(os.Stderr)
+			return 1
+		}
+	}
+	current = c
+	code := m.Run()
+	if code != 0 {
+		c.DumpLogs(os.Stderr)
+	}
+	return code
+}
+
+// Start creates a kwokctl cluster with the binary runtime. The caller must
+// call Stop. On error a non-nil Cluster may be returned so logs can be dumped.
+func Start(ctx context.Context, prefix string) (*Cluster, error) {
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	name := sanitize(fmt.Sprintf("nmt-%s-%s", prefix, hex.EncodeToString(suffix)))
+	workDir, err := os.MkdirTemp("", name+"-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: name, workDir: workDir, KubeconfigPath: filepath.Join(workDir, "kubeconfig")}
+	bin := ToolsBinDir()
+	args := []string{
+		"create", "cluster", "--name", name, "--runtime", "binary",
+		"--kubeconfig", filepath.Join(workDir, "kubeconfig.merged"),
+		"--etcd-binary", filepath.Join(bin, "etcd"),
+		"--kube-apiserver-binary", filepath.Join(bin, "kube-apiserver"),
+		"--kube-controller-manager-binary", filepath.Join(bin, "kube-controller-manager"),
+		"--kube-scheduler-binary", filepath.Join(bin, "kube-scheduler"),
+		"--kwok-controller-binary", filepath.Join(bin, "kwok"),
+		"--wait", "3m",
+	}
+	if _, err := c.kwokctl(ctx, args...); err != nil {
+		return c, err
+	}
+	kubeconfig, err := c.kwokctl(ctx, "get", "kubeconfig", "--name", name)
+	if err != nil {
+		return c, err
+	}
+	if err := os.WriteFile(c.KubeconfigPath, kubeconfig, 0o600); err != nil {
+		return c, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.KubeconfigPath)
+	if err != nil {
+		return c, fmt.Errorf("load the kubeconfig of cluster %s: %w", name, err)
+	}
+	// Tests create many objects quickly; the default 5 QPS would make them slow.
+	cfg.QPS, cfg.Burst = 200, 400
+	c.RESTConfig = cfg
+	if c.Client, err = client.New(cfg, client.Options{Scheme: Scheme}); err != nil {
+		return c, err
+	}
+	if c.Clientset, err = kubernetes.NewForConfig(cfg); err != nil {
+		return c, err
+	}
+	// The default ServiceAccount appears shortly after the namespace; pods
+	// created before that are rejected.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Clientset.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		return c, fmt.Errorf("cluster %s: the default ServiceAccount never appeared: %w", name, err)
+	}
+	return c, nil
+}
+
+// Stop deletes the cluster and its scratch directory. It is safe to call twice.
+func (c *Cluster) Stop() {
+	c.stopOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if out, err := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name); err != nil {
+			fmt.Fprintf(os.Stderr, "warning: deleting test cluster %s: %v\n%s\n", c.Name, err, out)
+		}
+		_ = os.RemoveAll(c.workDir)
+	})
+}
+
+// InstallCRD creates (or updates) the committed NodeMaintenance CRD and waits
+// until the API server serves it.
+func (c *Cluster) InstallCRD(ctx context.Context) error {
+	crd, err := config.CRD()
+	if err != nil {
+		return err
+	}
+	existing := &apiextensionsv1.CustomResourceDefinition{}
+	err = c.Client.Get(ctx, client.ObjectKeyFromObject(crd), existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		err = c.Client.Create(ctx, crd)
+	case err == nil:
+		crd.ResourceVersion = existing.ResourceVersion
+		err = c.Client.Update(ctx, crd)
+	}
+	if err != nil {
+		return fmt.Errorf("install the NodeMaintenance CRD: %w", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
+			return false, nil
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the NodeMaintenance CRD never became Established: %w", err)
+	}
+	// Established can precede discovery; a list proves the resource is served.
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return c.Client.List(ctx, &nmv1beta1.NodeMaintenanceList{}) == nil, nil
+	})
+}
+
+// Kubectl runs the pinned kubectl against the cluster and returns its
+// combined output.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd, err := command("kubectl", append([]string{"--kubeconfig", c.KubeconfigPath}, args...)...)
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = runContext(ctx, cmd)
+	if err != nil {
+		return out.String(), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String(), nil
+}
+
+// DumpLogs writes the tail of every component's log to w and the full logs
+// to .local/test-logs/<cluster>/ in the repository.
+func (c *Cluster) DumpLogs(w *os.File) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := filepath.Join(os.TempDir(), c.Name+"-logs")
+	if root, err := RepoRoot(); err == nil {
+		dir = filepath.Join(root, ".local", "test-logs", c.Name)
+	}
+	_ = os.MkdirAll(dir, 0o755)
+	fmt.Fprintf(w, "\n=== cluster %s logs (full logs in %s)\n", c.Name, dir)
+	for _, comp := range Components {
+		out, err := c.kwokctl(ctx, "logs", comp, "--name", c.Name)
+		if err != nil {
+			fmt.Fprintf(w, "--- %s: cannot read logs: %v\n", comp, err)
+			continue
+		}
+		_ = os.WriteFile(filepath.Join(dir, comp+".log"), out, 0o644)
+		fmt.Fprintf(w, "--- %s (last lines)\n%s\n", comp, tail(string(out), 15))
+	}
+}
+
+func (c *Cluster) kwokctl(ctx context.Context, args ...string) ([]byte, error) {
+	cmd, err := command("kwokctl", args...)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+filepath.Join(c.workDir, "kwok"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := runContext(ctx, cmd); err != nil {
+		return stdout.Bytes(), fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String(), 30))
+	}
+	return stdout.Bytes(), nil
+}
+
+// runContext runs cmd and kills it when ctx ends.
+func runContext(ctx context.Context, cmd *exec.Cmd) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-done
+		return errors.Join(ctx.Err(), fmt.Errorf("%s was killed", filepath.Base(cmd.Path)))
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func sanitize(s string) string {
+	s = strings.ToLower(s)
+	var b strings.Builder
+	for _, r := range s {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteRune('-')
+		}
+	}
+	return b.String()
+}
+
+// packageName is the last element of the test binary's package, from its name
+// (go test names it <pkg>.test).
+func packageName() string {
+	return strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
+}

@@ -1,0 +1,72 @@
+package testcluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// ToolsBinDir is where `make tools` (hack/tools.sh) links the pinned binaries.
+// It follows the same rules as the script: $NM_TOOLS_DIR, else
+// ${XDG_CACHE_HOME:-$HOME/.cache}/terraform-provider-nodemaintenance/tools.
+func ToolsBinDir() string {
+	dir := os.Getenv("NM_TOOLS_DIR")
+	if dir == "" {
+		cache := os.Getenv("XDG_CACHE_HOME")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache")
+		}
+		dir = filepath.Join(cache, "terraform-provider-nodemaintenance", "tools")
+	}
+	return filepath.Join(dir, "bin")
+}
+
+// Tool returns the path of a binary built by `make tools`, or an error that
+// tells the user how to build it. Binaries on PATH are never used.
+func Tool(name string) (string, error) {
+	path := filepath.Join(ToolsBinDir(), name)
+	info, err := os.Stat(path)
+	if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("the pinned %s binary is missing from %s: run `make tools` first (it builds the test toolchain from Go module source)", name, ToolsBinDir())
+	}
+	return path, nil
+}
+
+// RequireTools checks that every named binary was built.
+func RequireTools(names ...string) error {
+	for _, n := range names {
+		if _, err := Tool(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RepoRoot returns the directory holding go.mod, found from the working
+// directory of the test (a package directory).
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func command(name string, args ...string) (*exec.Cmd, error) {
+	path, err := Tool(name)
+	if err != nil {
+		return nil, err
+	}
+	return exec.Command(path, args...), nil
+}
