@@ -6,7 +6,9 @@ package config
 import (
 	_ "embed"
 	"fmt"
+	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -23,4 +25,45 @@ func CRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 		return nil, fmt.Errorf("decode the embedded NodeMaintenance CRD: %w", err)
 	}
 	return crd, nil
+}
+
+// WebhookYAML is the ValidatingWebhookConfiguration generated from the webhook
+// markers; the client config is filled in by whoever installs it.
+//
+//go:embed webhook/manifests.yaml
+var WebhookYAML []byte
+
+// RoleYAML is the operator's ClusterRole generated from the RBAC markers.
+//
+//go:embed rbac/role.yaml
+var RoleYAML []byte
+
+// ValidatingWebhookConfiguration returns the generated webhook configuration
+// named name, with every webhook sent to clientConfig. A match condition keeps
+// updates that leave spec.nodeName alone (finalizers, annotations) away from
+// the webhook, so the operator can always restore a node and let its
+// NodeMaintenance go, even while the webhook is unreachable.
+func ValidatingWebhookConfiguration(name string, clientConfig admissionregistrationv1.WebhookClientConfig) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := yaml.UnmarshalStrict(WebhookYAML, vwc); err != nil {
+		return nil, fmt.Errorf("decode the embedded ValidatingWebhookConfiguration: %w", err)
+	}
+	vwc.Name = name
+	for i := range vwc.Webhooks {
+		wh := &vwc.Webhooks[i]
+		cc := *clientConfig.DeepCopy()
+		if cc.Service != nil && cc.Service.Path == nil && wh.ClientConfig.Service != nil {
+			cc.Service.Path = wh.ClientConfig.Service.Path
+		}
+		if cc.URL != nil && wh.ClientConfig.Service != nil && wh.ClientConfig.Service.Path != nil {
+			u := strings.TrimSuffix(*cc.URL, "/") + *wh.ClientConfig.Service.Path
+			cc.URL = &u
+		}
+		wh.ClientConfig = cc
+		wh.MatchConditions = []admissionregistrationv1.MatchCondition{{
+			Name:       "create-or-nodename-change",
+			Expression: `request.operation == "CREATE" || object.spec.nodeName != oldObject.spec.nodeName`,
+		}}
+	}
+	return vwc, nil
 }

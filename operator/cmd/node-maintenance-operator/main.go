@@ -1,0 +1,59 @@
+// Command node-maintenance-operator reconciles NodeMaintenance objects: it
+// cordons, taints and drains nodes and restores them when the maintenance ends.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/lease"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/manager"
+)
+
+func main() {
+	var o manager.Options
+	flag.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	flag.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	flag.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
+	flag.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "Namespace the operator runs in (leader election, webhook certificate secret).")
+	flag.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port the validating webhook listens on.")
+	flag.StringVar(&o.WebhookHost, "webhook-host", "", "Address the validating webhook listens on (empty: all).")
+	flag.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "", "Directory of tls.crt and tls.key for the webhook.")
+	flag.StringVar(&o.WebhookConfigName, "webhook-config-name", "node-maintenance-operator", "ValidatingWebhookConfiguration whose CA bundle the operator manages.")
+	flag.StringVar(&o.WebhookServiceName, "webhook-service-name", "node-maintenance-operator-webhook", "Service in front of the webhook (in-cluster certificates name it).")
+	flag.StringVar(&o.WebhookSecretName, "webhook-secret-name", "node-maintenance-operator-webhook-cert", "Secret holding the in-cluster webhook certificates; empty: certificates come from --webhook-cert-dir.")
+	flag.StringVar(&o.LocalWebhookURL, "local-webhook-url", "", "Run out of cluster: serve the webhook at this URL (e.g. https://127.0.0.1:9443) with a private CA and install a ValidatingWebhookConfiguration pointing at it.")
+	flag.BoolVar(&o.InstallCRD, "install-crd", false, "Create or update the NodeMaintenance CRD at start.")
+	flag.StringVar(&o.MaxUnavailable, "max-unavailable", "", "Most nodes in maintenance at once, as a count (2) or a percentage of all nodes (20%); empty: no limit.")
+	flag.DurationVar(&o.LeaseDuration, "lease-duration", lease.DefaultDuration, "Duration of the node leases; they are renewed every third of it.")
+	flag.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", 10, "NodeMaintenances worked on at once.")
+	flag.IntVar(&o.Controller.EvictionParallelism, "eviction-parallelism", 32, "Eviction calls in flight per node.")
+	flag.DurationVar(&o.Controller.LeaseRetryInterval, "lease-retry-interval", 5*time.Second, "Wait before retrying a node lease that could not be obtained; more than 3 failures after the drain started fail the maintenance.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	ctx := ctrl.SetupSignalHandler()
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		fail("cannot find a cluster to connect to (use --kubeconfig, KUBECONFIG or run in a pod): %v", err)
+	}
+	mgr, err := manager.New(ctx, cfg, o)
+	if err != nil {
+		fail("%v", err)
+	}
+	if err := mgr.Start(ctx); err != nil {
+		fail("the operator stopped: %v", err)
+	}
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "node-maintenance-operator: "+format+"\n", args...)
+	os.Exit(1)
+}

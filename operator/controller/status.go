@@ -1,0 +1,87 @@
+package controller
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/drain"
+)
+
+// maxErrorsInStatus bounds lastError when many pods are blocked at once.
+const maxErrorsInStatus = 3
+
+// drainProgress is the percentage of the pods to evict that are gone,
+// clamped to 0..100 (pods can arrive after the count was taken).
+func drainProgress(evictionPods, pending int) int {
+	if evictionPods <= 0 {
+		if pending == 0 {
+			return 100
+		}
+		return 0
+	}
+	p := (evictionPods - pending) * 100 / evictionPods
+	return max(0, min(100, p))
+}
+
+// pendingAfter is every pod of the plan still on the node after this pass:
+// the terminating ones, those just evicted (terminating now) and those
+// blocked or failed. Pods the API reported gone are not pending.
+func pendingAfter(plan drain.Plan, results []drain.EvictionResult) []corev1.Pod {
+	gone := map[string]bool{}
+	for _, r := range results {
+		if r.Outcome == drain.Gone {
+			gone[r.Pod.String()] = true
+		}
+	}
+	var out []corev1.Pod
+	for _, p := range plan.Pending() {
+		if !gone[p.Namespace+"/"+p.Name] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// setPending writes the pending pods into status, sorted by namespace and
+// name so that the status does not flap between passes.
+func setPending(status *nmv1beta1.NodeMaintenanceStatus, pods []corev1.Pod) {
+	refs := make([]nmv1beta1.PodReference, 0, len(pods))
+	for _, p := range pods {
+		refs = append(refs, nmv1beta1.PodReference{Namespace: p.Namespace, Name: p.Name})
+	}
+	sortRefs(refs)
+	names := make([]string, 0, len(refs))
+	for _, r := range refs {
+		names = append(names, r.Name)
+	}
+	status.PendingPods, status.PendingPodsRefs = nil, nil
+	if len(refs) > 0 {
+		status.PendingPods, status.PendingPodsRefs = names, refs
+	}
+}
+
+func sortRefs(refs []nmv1beta1.PodReference) {
+	sort.Slice(refs, func(i, j int) bool {
+		if refs[i].Namespace != refs[j].Namespace {
+			return refs[i].Namespace < refs[j].Namespace
+		}
+		return refs[i].Name < refs[j].Name
+	})
+}
+
+// summarize joins the first problems into lastError, saying how many more.
+func summarize(problems []string) string {
+	if len(problems) <= maxErrorsInStatus {
+		return strings.Join(problems, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(problems[:maxErrorsInStatus], "; "), len(problems)-maxErrorsInStatus)
+}
+
+func equalStatus(a, b *nmv1beta1.NodeMaintenanceStatus) bool {
+	return reflect.DeepEqual(a, b)
+}

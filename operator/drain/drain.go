@@ -1,0 +1,259 @@
+// Package drain decides which pods must leave a node under maintenance and
+// evicts them through the Eviction API. It knows nothing about the reconciler:
+// Plan classifies the pods it is given (from a cache), Evict makes one bounded
+// round of eviction calls, and both return values the caller turns into status.
+//
+// The rules follow `kubectl drain --ignore-daemonsets --delete-emptydir-data
+// --force`, with kubectl's own PodFilter and PodDeleteStatus types:
+//   - DaemonSet pods and mirror (static) pods stay: their controller would put
+//     them right back, and the maintenance taints do not keep them off.
+//   - Pods with emptyDir volumes are evicted (their scratch data is lost, as a
+//     node in maintenance may be rebooted or replaced anyway).
+//   - Pods without a controller are evicted: nothing recreates them elsewhere,
+//     which is what the user asked for by putting the node into maintenance.
+//   - Terminating pods are waited for, never evicted twice.
+//   - Finished pods (Succeeded/Failed) are evicted: they hold nothing, and a
+//     finished pod left on the node would keep the drain from ending.
+//   - A pod created after the node was cordoned that tolerates the maintenance
+//     taints chose to run on a node in maintenance (for example an operator
+//     with `tolerations: [{operator: Exists}]`). Evicting it would only make its
+//     controller put a replacement back, forever, so it is left alone like a
+//     DaemonSet pod. Pods that were already there when the maintenance started
+//     are evicted once whatever they tolerate.
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	kubedrain "k8s.io/kubectl/pkg/drain"
+)
+
+// Reasons a pod is left on the node; they appear in logs and metrics.
+const (
+	SkipDaemonSet       = "DaemonSet pod"
+	SkipMirror          = "mirror (static) pod"
+	SkipToleratesDrain  = "created after the cordon and tolerates the maintenance taints"
+	StatusTerminating   = "terminating"
+	StatusToEvict       = "to evict"
+	mirrorPodAnnotation = corev1.MirrorPodAnnotationKey
+)
+
+// Plan is the classification of the pods bound to a node.
+type Plan struct {
+	// ToEvict are pods that must be evicted and are not terminating yet.
+	ToEvict []corev1.Pod
+	// Terminating are pods that must leave and are already on their way out.
+	Terminating []corev1.Pod
+	// Skipped are pods that stay on the node, with the reason.
+	Skipped map[types.NamespacedName]string
+}
+
+// Pending are the pods that must still leave the node: to evict and terminating.
+func (p Plan) Pending() []corev1.Pod {
+	out := make([]corev1.Pod, 0, len(p.ToEvict)+len(p.Terminating))
+	out = append(out, p.ToEvict...)
+	return append(out, p.Terminating...)
+}
+
+// Filters returns the drain filters in kubectl's PodFilter form. cordonedAt is
+// when the maintenance cordoned the node (zero: not yet).
+func Filters(cordonedAt time.Time, maintenanceTaints []corev1.Taint) []kubedrain.PodFilter {
+	return []kubedrain.PodFilter{
+		daemonSetFilter,
+		mirrorPodFilter,
+		tolerantLateComerFilter(cordonedAt, maintenanceTaints),
+	}
+}
+
+// NewPlan classifies pods (all bound to one node).
+func NewPlan(pods []corev1.Pod, filters []kubedrain.PodFilter) Plan {
+	plan := Plan{Skipped: map[types.NamespacedName]string{}}
+	for i := range pods {
+		pod := pods[i]
+		status := kubedrain.MakePodDeleteStatusOkay()
+		for _, f := range filters {
+			if status = f(pod); !status.Delete {
+				break
+			}
+		}
+		switch {
+		case !status.Delete:
+			plan.Skipped[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] = status.Message
+		case pod.DeletionTimestamp != nil:
+			plan.Terminating = append(plan.Terminating, pod)
+		default:
+			plan.ToEvict = append(plan.ToEvict, pod)
+		}
+	}
+	sortPods(plan.ToEvict)
+	sortPods(plan.Terminating)
+	return plan
+}
+
+func daemonSetFilter(pod corev1.Pod) kubedrain.PodDeleteStatus {
+	if ref := metav1.GetControllerOf(&pod); ref != nil && ref.Kind == "DaemonSet" && strings.HasPrefix(ref.APIVersion, "apps/") &&
+		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+		return kubedrain.MakePodDeleteStatusWithWarning(false, SkipDaemonSet)
+	}
+	return kubedrain.MakePodDeleteStatusOkay()
+}
+
+func mirrorPodFilter(pod corev1.Pod) kubedrain.PodDeleteStatus {
+	if _, ok := pod.Annotations[mirrorPodAnnotation]; ok {
+		return kubedrain.MakePodDeleteStatusWithWarning(false, SkipMirror)
+	}
+	return kubedrain.MakePodDeleteStatusOkay()
+}
+
+func tolerantLateComerFilter(cordonedAt time.Time, taints []corev1.Taint) kubedrain.PodFilter {
+	return func(pod corev1.Pod) kubedrain.PodDeleteStatus {
+		if cordonedAt.IsZero() || !pod.CreationTimestamp.Time.After(cordonedAt) {
+			return kubedrain.MakePodDeleteStatusOkay()
+		}
+		for i := range taints {
+			if !toleratesTaint(pod.Spec.Tolerations, &taints[i]) {
+				return kubedrain.MakePodDeleteStatusOkay()
+			}
+		}
+		return kubedrain.MakePodDeleteStatusWithWarning(false, SkipToleratesDrain)
+	}
+}
+
+func toleratesTaint(tolerations []corev1.Toleration, taint *corev1.Taint) bool {
+	for i := range tolerations {
+		if tolerations[i].ToleratesTaint(klog.Background(), taint, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// Outcome of one eviction call.
+type Outcome string
+
+const (
+	// Evicted: the API server accepted the eviction; the pod is terminating.
+	Evicted Outcome = "evicted"
+	// Gone: the pod no longer exists.
+	Gone Outcome = "gone"
+	// Blocked: a PodDisruptionBudget does not allow the disruption now (429).
+	Blocked Outcome = "blocked"
+	// Failed: any other error.
+	Failed Outcome = "failed"
+)
+
+// EvictionResult is what happened to one pod.
+type EvictionResult struct {
+	Pod     types.NamespacedName
+	UID     types.UID
+	Outcome Outcome
+	// Message says why the pod is blocked or failed, in the API server's words.
+	Message string
+	Err     error
+}
+
+// Evictor evicts one pod. Implementations make exactly one API call.
+type Evictor interface {
+	Evict(ctx context.Context, pod *corev1.Pod) error
+}
+
+// EvictorFunc adapts a function to Evictor.
+type EvictorFunc func(ctx context.Context, pod *corev1.Pod) error
+
+// Evict calls f.
+func (f EvictorFunc) Evict(ctx context.Context, pod *corev1.Pod) error { return f(ctx, pod) }
+
+// KubectlEvictor evicts through kubectl's drain helper (policy/v1 Eviction,
+// the pod's own grace period), so the API calls are the same as `kubectl drain`.
+func KubectlEvictor(helper *kubedrain.Helper) Evictor {
+	return EvictorFunc(func(ctx context.Context, pod *corev1.Pod) error {
+		h := *helper
+		h.Ctx = ctx
+		return h.EvictPod(*pod, policyv1.SchemeGroupVersion)
+	})
+}
+
+// Evict makes one eviction call for each pod, at most parallel at a time,
+// and returns the results sorted by pod. It never sleeps or retries: a
+// blocked pod is data for the caller, which retries when the PDB allows.
+func Evict(ctx context.Context, evictor Evictor, pods []corev1.Pod, parallel int) []EvictionResult {
+	if parallel < 1 {
+		parallel = 1
+	}
+	results := make([]EvictionResult, len(pods))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i := range pods {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			pod := &pods[i]
+			results[i] = classify(pod, evictor.Evict(ctx, pod))
+		}(i)
+	}
+	wg.Wait()
+	sort.Slice(results, func(i, j int) bool { return lessName(results[i].Pod, results[j].Pod) })
+	return results
+}
+
+func classify(pod *corev1.Pod, err error) EvictionResult {
+	r := EvictionResult{Pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, UID: pod.UID}
+	switch {
+	case err == nil:
+		r.Outcome = Evicted
+	case apierrors.IsNotFound(err):
+		r.Outcome = Gone
+	case apierrors.IsTooManyRequests(err):
+		r.Outcome, r.Message = Blocked, blockedMessage(err)
+	default:
+		r.Outcome, r.Err = Failed, fmt.Errorf("evict pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		r.Message = r.Err.Error()
+	}
+	return r
+}
+
+// blockedMessage extracts the PDB's own words ("The disruption budget web
+// needs 5 healthy pods and has 5 currently") from a 429.
+func blockedMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if d := status.Status().Details; d != nil {
+			for _, c := range d.Causes {
+				if c.Type == policyv1.DisruptionBudgetCause && c.Message != "" {
+					return c.Message
+				}
+			}
+		}
+		if m := status.Status().Message; m != "" {
+			return m
+		}
+	}
+	return err.Error()
+}
+
+func sortPods(pods []corev1.Pod) {
+	sort.Slice(pods, func(i, j int) bool {
+		return lessName(types.NamespacedName{Namespace: pods[i].Namespace, Name: pods[i].Name},
+			types.NamespacedName{Namespace: pods[j].Namespace, Name: pods[j].Name})
+	})
+}
+
+func lessName(a, b types.NamespacedName) bool {
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}

@@ -1,0 +1,173 @@
+// Package lease holds the coordination.k8s.io Lease that marks a node as being
+// in maintenance, in the form the medik8s operators share: a Lease named
+// node-<nodeName> in namespace medik8s-leases, holder node-maintenance. Other
+// medik8s components (remediation) see the lease and leave the node alone.
+package lease
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const (
+	// Namespace holds the node leases of the medik8s operators.
+	Namespace = "medik8s-leases"
+	// Holder is the holder identity of the node-maintenance operator.
+	Holder = "node-maintenance"
+	// DefaultDuration is the lease duration the medik8s node-maintenance-operator uses.
+	DefaultDuration = time.Hour
+)
+
+// Name is the name of the lease of a node.
+func Name(nodeName string) string { return "node-" + nodeName }
+
+// HeldError says another holder has a valid lease on the node.
+type HeldError struct {
+	Node    string
+	Holder  string
+	Expires time.Time
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("the lease %s/%s on node %s is held by %q until %s; the maintenance waits for it to be released or to expire",
+		Namespace, Name(e.Node), e.Node, e.Holder, e.Expires.UTC().Format(time.RFC3339))
+}
+
+// Manager obtains, renews and releases node leases.
+type Manager struct {
+	// Client writes leases (and creates the namespace).
+	Client client.Client
+	// Reader reads leases; a cache keeps renewals cheap. Defaults to Client.
+	Reader client.Reader
+	// Duration of the lease; it is renewed when a third of it has passed.
+	Duration time.Duration
+	// Now is the clock, for tests.
+	Now func() time.Time
+}
+
+func (m *Manager) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+func (m *Manager) duration() time.Duration {
+	if m.Duration <= 0 {
+		return DefaultDuration
+	}
+	return m.Duration
+}
+
+// RenewInterval is how often a held lease is renewed.
+func (m *Manager) RenewInterval() time.Duration { return m.duration() / 3 }
+
+func (m *Manager) reader() client.Reader {
+	if m.Reader != nil {
+		return m.Reader
+	}
+	return m.Client
+}
+
+// Obtain takes the node's lease, or renews it when we hold it and a third of
+// its duration has passed. A lease held by someone else is a *HeldError until it
+// expires; an expired lease is taken over.
+func (m *Manager) Obtain(ctx context.Context, nodeName string) error {
+	l := &coordinationv1.Lease{}
+	err := m.reader().Get(ctx, client.ObjectKey{Namespace: Namespace, Name: Name(nodeName)}, l)
+	if apierrors.IsNotFound(err) {
+		return m.create(ctx, nodeName)
+	}
+	if err != nil {
+		return fmt.Errorf("read lease %s/%s: %w", Namespace, Name(nodeName), err)
+	}
+	now := m.now()
+	holder := ptr.Deref(l.Spec.HolderIdentity, "")
+	expires := expiry(l)
+	if holder != Holder && holder != "" && now.Before(expires) {
+		return &HeldError{Node: nodeName, Holder: holder, Expires: expires}
+	}
+	if holder == Holder && l.Spec.RenewTime != nil && now.Sub(l.Spec.RenewTime.Time) < m.RenewInterval() &&
+		ptr.Deref(l.Spec.LeaseDurationSeconds, 0) == int32(m.duration().Seconds()) {
+		return nil
+	}
+	updated := l.DeepCopy()
+	mt := metav1.NewMicroTime(now)
+	if holder != Holder {
+		updated.Spec.AcquireTime = &mt
+		updated.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+	}
+	updated.Spec.HolderIdentity = ptr.To(Holder)
+	updated.Spec.LeaseDurationSeconds = ptr.To(int32(m.duration().Seconds()))
+	updated.Spec.RenewTime = &mt
+	// The resourceVersion in the update makes a concurrent take-over a Conflict
+	// instead of a silent overwrite.
+	if err := m.Client.Update(ctx, updated); err != nil {
+		return fmt.Errorf("renew lease %s/%s: %w", Namespace, Name(nodeName), err)
+	}
+	return nil
+}
+
+func (m *Manager) create(ctx context.Context, nodeName string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	if err := m.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s for the node leases: %w", Namespace, err)
+	}
+	now := metav1.NewMicroTime(m.now())
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: Name(nodeName)},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(Holder),
+			LeaseDurationSeconds: ptr.To(int32(m.duration().Seconds())),
+			AcquireTime:          &now,
+			RenewTime:            &now,
+			LeaseTransitions:     ptr.To[int32](0),
+		},
+	}
+	if err := m.Client.Create(ctx, l); err != nil {
+		return fmt.Errorf("create lease %s/%s: %w", Namespace, Name(nodeName), err)
+	}
+	return nil
+}
+
+// Release deletes the node's lease if we hold it. A lease held by someone
+// else is theirs and is left alone.
+func (m *Manager) Release(ctx context.Context, nodeName string) error {
+	l := &coordinationv1.Lease{}
+	err := m.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: Name(nodeName)}, l)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read lease %s/%s: %w", Namespace, Name(nodeName), err)
+	}
+	if ptr.Deref(l.Spec.HolderIdentity, "") != Holder {
+		return nil
+	}
+	err = m.Client.Delete(ctx, l, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("release lease %s/%s: %w", Namespace, Name(nodeName), err)
+	}
+	return nil
+}
+
+func expiry(l *coordinationv1.Lease) time.Time {
+	var base time.Time
+	switch {
+	case l.Spec.RenewTime != nil:
+		base = l.Spec.RenewTime.Time
+	case l.Spec.AcquireTime != nil:
+		base = l.Spec.AcquireTime.Time
+	default:
+		return time.Time{}
+	}
+	return base.Add(time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second)
+}
