@@ -72,6 +72,11 @@ type Cluster struct {
 type Options struct {
 	// InstallCRD installs the committed NodeMaintenance CRD once the cluster is up.
 	InstallCRD bool
+	// Setup runs once the cluster is ready, before the tests (e.g. to start
+	// the operator); an error fails the package.
+	Setup func(*Cluster) error
+	// Teardown runs after the tests, before the cluster is deleted.
+	Teardown func()
 }
 
 // current is the cluster of the running test package, set by Main.
@@ -135,6 +140,16 @@ func Main(m *testing.M, opts Options) int {
 			c.DumpLogs(os.Stderr)
 			return 1
 		}
+	}
+	if opts.Setup != nil {
+		if err := opts.Setup(c); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: test setup on cluster %s: %v\n", c.Name, err)
+			c.DumpLogs(os.Stderr)
+			return 1
+		}
+	}
+	if opts.Teardown != nil {
+		defer opts.Teardown()
 	}
 	current = c
 	code := m.Run()

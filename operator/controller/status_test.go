@@ -1,0 +1,81 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/drain"
+)
+
+func TestDrainProgress(t *testing.T) {
+	tests := []struct{ evictionPods, pending, want int }{
+		{0, 0, 100},
+		{0, 2, 0}, // pods arrived after the count: not done
+		{4, 4, 0},
+		{4, 3, 25},
+		{3, 1, 66},
+		{4, 0, 100},
+		{4, 6, 0}, // more pending than counted: clamped
+	}
+	for _, tt := range tests {
+		if got := drainProgress(tt.evictionPods, tt.pending); got != tt.want {
+			t.Errorf("drainProgress(%d, %d) = %d, want %d", tt.evictionPods, tt.pending, got, tt.want)
+		}
+	}
+}
+
+func FuzzDrainProgressStaysInRange(f *testing.F) {
+	f.Add(5, 3)
+	f.Add(0, 0)
+	f.Add(-1, 7)
+	f.Fuzz(func(t *testing.T, evictionPods, pending int) {
+		if pending < 0 {
+			pending = -pending
+		}
+		if got := drainProgress(evictionPods, pending); got < 0 || got > 100 {
+			t.Fatalf("drainProgress(%d, %d) = %d, outside 0..100", evictionPods, pending, got)
+		}
+	})
+}
+
+func TestSetPendingIsSortedAndStable(t *testing.T) {
+	mk := func(ns, name string) corev1.Pod { return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}} }
+	a := &nmv1beta1.NodeMaintenanceStatus{}
+	b := &nmv1beta1.NodeMaintenanceStatus{}
+	setPending(a, []corev1.Pod{mk("b", "x"), mk("a", "z"), mk("a", "y")})
+	setPending(b, []corev1.Pod{mk("a", "y"), mk("b", "x"), mk("a", "z")})
+	if !slices.Equal(a.PendingPods, []string{"y", "z", "x"}) || !slices.Equal(a.PendingPodsRefs, b.PendingPodsRefs) {
+		t.Fatalf("pending not sorted by namespace/name: %v / %v vs %v", a.PendingPods, a.PendingPodsRefs, b.PendingPodsRefs)
+	}
+	setPending(a, nil)
+	if a.PendingPods != nil || a.PendingPodsRefs != nil {
+		t.Fatalf("empty pending should clear both lists: %+v", a)
+	}
+}
+
+func TestPendingAfterDropsGonePods(t *testing.T) {
+	plan := drain.Plan{ToEvict: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "b"}}}}
+	results := []drain.EvictionResult{{Pod: types.NamespacedName{Namespace: "n", Name: "a"}, Outcome: drain.Gone}, {Pod: types.NamespacedName{Namespace: "n", Name: "b"}, Outcome: drain.Evicted}}
+	if got := pendingAfter(plan, results); len(got) != 1 || got[0].Name != "b" {
+		t.Fatalf("pending after = %v", got)
+	}
+}
+
+func TestSummarizeBoundsLastError(t *testing.T) {
+	var problems []string
+	for i := 0; i < 5; i++ {
+		problems = append(problems, fmt.Sprint("p", i))
+	}
+	if got := summarize(problems); got != "p0; p1; p2; and 2 more" {
+		t.Fatalf("summarize = %q", got)
+	}
+	if got := summarize(nil); got != "" {
+		t.Fatalf("summarize(nil) = %q", got)
+	}
+}

@@ -1,0 +1,149 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+var taints = []corev1.Taint{
+	{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule},
+	{Key: "medik8s.io/drain", Effect: corev1.TaintEffectNoSchedule},
+}
+
+type podOpt func(*corev1.Pod)
+
+func pod(name string, opts ...podOpt) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name),
+		CreationTimestamp: metav1.NewTime(time.Unix(1000, 0))}}
+	p.Status.Phase = corev1.PodRunning
+	for _, o := range opts {
+		o(&p)
+	}
+	return p
+}
+
+func ownedBy(kind, apiVersion string) podOpt {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: kind, APIVersion: apiVersion, Name: "owner", Controller: ptrTrue()}}
+	}
+}
+func ptrTrue() *bool { b := true; return &b }
+func terminating(p *corev1.Pod) {
+	t := metav1.Now()
+	p.DeletionTimestamp = &t
+}
+func mirror(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }
+func createdAt(sec int64) podOpt {
+	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(time.Unix(sec, 0)) }
+}
+func toleratesAll(p *corev1.Pod) {
+	p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+}
+func toleratesUnschedulableOnly(p *corev1.Pod) {
+	p.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists}}
+}
+func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
+func emptyDir(p *corev1.Pod) {
+	p.Spec.Volumes = []corev1.Volume{{Name: "d", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+}
+
+func names(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func TestPlanClassifiesPods(t *testing.T) {
+	cordonedAt := time.Unix(2000, 0)
+	tests := []struct {
+		name        string
+		pod         corev1.Pod
+		wantOutcome string // evict, terminating or the skip reason
+	}{
+		{"replicaset pod", pod("rs", ownedBy("ReplicaSet", "apps/v1")), "evict"},
+		{"bare pod", pod("bare"), "evict"},
+		{"emptyDir pod", pod("scratch", emptyDir), "evict"},
+		{"finished pod", pod("done", phase(corev1.PodSucceeded)), "evict"},
+		{"daemonset pod", pod("ds", ownedBy("DaemonSet", "apps/v1")), SkipDaemonSet},
+		{"finished daemonset pod", pod("ds-done", ownedBy("DaemonSet", "apps/v1"), phase(corev1.PodFailed)), "evict"},
+		{"mirror pod", pod("static", mirror), SkipMirror},
+		{"terminating pod", pod("going", terminating), "terminating"},
+		{"tolerant pod from before the cordon", pod("old-tolerant", toleratesAll, createdAt(1500)), "evict"},
+		{"tolerant pod created after the cordon", pod("new-tolerant", toleratesAll, createdAt(2500)), SkipToleratesDrain},
+		{"pod tolerating only the cordon, created after", pod("half", toleratesUnschedulableOnly, createdAt(2500)), "evict"},
+		{"intolerant pod created after the cordon", pod("late", createdAt(2500)), "evict"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan := NewPlan([]corev1.Pod{tt.pod}, Filters(cordonedAt, taints))
+			got := ""
+			switch {
+			case len(plan.ToEvict) == 1:
+				got = "evict"
+			case len(plan.Terminating) == 1:
+				got = "terminating"
+			default:
+				got = plan.Skipped[types.NamespacedName{Namespace: "ns", Name: tt.pod.Name}]
+			}
+			if got != tt.wantOutcome {
+				t.Fatalf("got %q, want %q", got, tt.wantOutcome)
+			}
+		})
+	}
+}
+
+func TestPlanIsSortedAndPendingIncludesTerminating(t *testing.T) {
+	plan := NewPlan([]corev1.Pod{pod("c"), pod("a"), pod("b", terminating), pod("d", ownedBy("DaemonSet", "apps/v1"))}, Filters(time.Time{}, taints))
+	if got := names(plan.ToEvict); fmt.Sprint(got) != "[a c]" {
+		t.Fatalf("to evict %v", got)
+	}
+	if got := names(plan.Pending()); fmt.Sprint(got) != "[a c b]" {
+		t.Fatalf("pending %v", got)
+	}
+}
+
+func TestEvictClassifiesAPIAnswers(t *testing.T) {
+	podGR := schema.GroupResource{Resource: "pods"}
+	pdbRefusal := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	pdbRefusal.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: "The disruption budget web needs 5 healthy pods and has 5 currently"}}
+	answers := map[string]error{
+		"ok":      nil,
+		"gone":    apierrors.NewNotFound(podGR, "gone"),
+		"blocked": pdbRefusal,
+		"broken":  errors.New("connection reset"),
+	}
+	var calls atomic.Int32
+	evictor := EvictorFunc(func(_ context.Context, p *corev1.Pod) error {
+		calls.Add(1)
+		return answers[p.Name]
+	})
+	results := Evict(context.Background(), evictor, []corev1.Pod{pod("ok"), pod("gone"), pod("blocked"), pod("broken")}, 2)
+	if calls.Load() != 4 {
+		t.Fatalf("%d eviction calls, want exactly one per pod", calls.Load())
+	}
+	want := map[string]Outcome{"ok": Evicted, "gone": Gone, "blocked": Blocked, "broken": Failed}
+	for _, r := range results {
+		if r.Outcome != want[r.Pod.Name] {
+			t.Errorf("%s: outcome %s, want %s", r.Pod.Name, r.Outcome, want[r.Pod.Name])
+		}
+	}
+	if results[0].Pod.Name != "blocked" || results[0].Message != "The disruption budget web needs 5 healthy pods and has 5 currently" {
+		t.Errorf("blocked result should carry the PDB's words and results be sorted: %+v", results[0])
+	}
+	if results[1].Err == nil || results[1].Message != "evict pod ns/broken: connection reset" {
+		t.Errorf("failed result should wrap the error with the pod: %+v", results[1])
+	}
+}

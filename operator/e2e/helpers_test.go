@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/lease"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/nodestate"
+)
+
+const phaseTimeout = 2 * time.Minute
+
+func bg() context.Context { return context.Background() }
+
+// createMaintenance creates a NodeMaintenance and, at cleanup, deletes it and
+// waits until the operator has let it go.
+func createMaintenance(t *testing.T, c *testcluster.Cluster, name, node, reason string) *nmv1beta1.NodeMaintenance {
+	t.Helper()
+	nm := &nmv1beta1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       nmv1beta1.NodeMaintenanceSpec{NodeName: node, Reason: reason},
+	}
+	if err := c.Client.Create(bg(), nm); err != nil {
+		t.Fatalf("create NodeMaintenance %s for node %s: %v", name, node, err)
+	}
+	t.Cleanup(func() { deleteMaintenance(t, c, name) })
+	return nm
+}
+
+// deleteMaintenance deletes the NodeMaintenance and waits until it is gone,
+// which means the operator restored the node and removed the finalizer.
+func deleteMaintenance(t *testing.T, c *testcluster.Cluster, name string) {
+	t.Helper()
+	nm := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Client.Delete(bg(), nm); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("delete NodeMaintenance %s: %v", name, err)
+	}
+	testcluster.WaitFor(t, phaseTimeout, "NodeMaintenance "+name+" to be gone", func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKey{Name: name}, nm)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+}
+
+func getMaintenance(t *testing.T, c *testcluster.Cluster, name string) *nmv1beta1.NodeMaintenance {
+	t.Helper()
+	nm := &nmv1beta1.NodeMaintenance{}
+	if err := c.Client.Get(bg(), client.ObjectKey{Name: name}, nm); err != nil {
+		t.Fatalf("get NodeMaintenance %s: %v", name, err)
+	}
+	return nm
+}
+
+// waitMaintenance waits until cond holds for the NodeMaintenance and returns it.
+func waitMaintenance(t *testing.T, c *testcluster.Cluster, name, what string, cond func(*nmv1beta1.NodeMaintenance) bool) *nmv1beta1.NodeMaintenance {
+	t.Helper()
+	nm := &nmv1beta1.NodeMaintenance{}
+	testcluster.WaitFor(t, phaseTimeout, fmt.Sprintf("NodeMaintenance %s: %s", name, what), func(ctx context.Context) (bool, error) {
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, nm); err != nil {
+			return false, err
+		}
+		return cond(nm), fmt.Errorf("status now: %+v", nm.Status)
+	})
+	return nm
+}
+
+func waitPhase(t *testing.T, c *testcluster.Cluster, name string, phase nmv1beta1.MaintenancePhase) *nmv1beta1.NodeMaintenance {
+	t.Helper()
+	return waitMaintenance(t, c, name, "phase "+string(phase), func(nm *nmv1beta1.NodeMaintenance) bool {
+		return nm.Status.Phase == phase
+	})
+}
+
+func getNode(t *testing.T, c *testcluster.Cluster, name string) *corev1.Node {
+	t.Helper()
+	node := &corev1.Node{}
+	if err := c.Client.Get(bg(), client.ObjectKey{Name: name}, node); err != nil {
+		t.Fatalf("get node %s: %v", name, err)
+	}
+	return node
+}
+
+func hasTaint(node *corev1.Node, key string, effect corev1.TaintEffect) bool {
+	for _, t := range node.Spec.Taints {
+		if t.Key == key && t.Effect == effect {
+			return true
+		}
+	}
+	return false
+}
+
+// assertInMaintenance checks the node carries the whole maintenance state.
+func assertInMaintenance(t *testing.T, node *corev1.Node) {
+	t.Helper()
+	if !node.Spec.Unschedulable {
+		t.Errorf("node %s is not cordoned", node.Name)
+	}
+	for _, mt := range nodestate.MaintenanceTaints {
+		if !hasTaint(node, mt.Key, mt.Effect) {
+			t.Errorf("node %s lacks taint %s:%s; taints: %v", node.Name, mt.Key, mt.Effect, node.Spec.Taints)
+		}
+	}
+	if node.Labels[nodestate.ExcludeFromRemediationLabel] != "true" {
+		t.Errorf("node %s lacks label %s=true", node.Name, nodestate.ExcludeFromRemediationLabel)
+	}
+}
+
+// assertRestored checks the node is schedulable, without our taints and label.
+func assertRestored(t *testing.T, node *corev1.Node) {
+	t.Helper()
+	if node.Spec.Unschedulable {
+		t.Errorf("node %s is still cordoned", node.Name)
+	}
+	if hasTaint(node, nodestate.DrainTaintKey, corev1.TaintEffectNoSchedule) {
+		t.Errorf("node %s still has the drain taint", node.Name)
+	}
+	if _, ok := node.Labels[nodestate.ExcludeFromRemediationLabel]; ok {
+		t.Errorf("node %s still has label %s", node.Name, nodestate.ExcludeFromRemediationLabel)
+	}
+}
+
+func getLease(c *testcluster.Cluster, node string) (*coordinationv1.Lease, error) {
+	l := &coordinationv1.Lease{}
+	err := c.Client.Get(bg(), client.ObjectKey{Namespace: lease.Namespace, Name: lease.Name(node)}, l)
+	return l, err
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	return out
+}
