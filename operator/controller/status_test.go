@@ -45,7 +45,9 @@ func FuzzDrainProgressStaysInRange(f *testing.F) {
 }
 
 func TestSetPendingIsSortedAndStable(t *testing.T) {
-	mk := func(ns, name string) corev1.Pod { return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}} }
+	mk := func(ns, name string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
 	a := &nmv1beta1.NodeMaintenanceStatus{}
 	b := &nmv1beta1.NodeMaintenanceStatus{}
 	setPending(a, []corev1.Pod{mk("b", "x"), mk("a", "z"), mk("a", "y")})

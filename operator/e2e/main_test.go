@@ -130,4 +130,3 @@ func zapLevel() zapcore.Level {
 	}
 	return zapcore.ErrorLevel // the tests say what happened
 }
-

@@ -495,4 +495,3 @@ func TestNodeDeletedDuringMaintenance(t *testing.T) {
 	}
 	deleteMaintenance(t, c, name)
 }
-
