@@ -53,11 +53,11 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func(ctx con
 	var lastErr error
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
+			// Keep the condition's own last word, not the deadline's.
 			lastErr = err
-			return false, nil
 		}
-		return ok, nil
+		return ok && err == nil, nil
 	})
 	if err != nil {
 		t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)

@@ -71,7 +71,10 @@ func waitMaintenance(t *testing.T, c *testcluster.Cluster, name, what string, co
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, nm); err != nil {
 			return false, err
 		}
-		return cond(nm), fmt.Errorf("status now: %+v", nm.Status)
+		if cond(nm) {
+			return true, nil
+		}
+		return false, fmt.Errorf("status now: %+v", nm.Status)
 	})
 	return nm
 }
