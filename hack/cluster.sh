@@ -45,13 +45,13 @@ YAML
 }
 
 up() {
-  "$here/tools.sh" etcd kubernetes kwok >/dev/null
+  "$here/tools.sh" etcd kubernetes kwok kwok-stages >/dev/null
   mkdir -p "$(dirname "$KUBECONFIG_OUT")" "$KWOK_WORKDIR"
   if kwokctl get clusters 2>/dev/null | grep -qx "$NAME"; then
     echo "cluster $NAME already exists; recreating it" >&2
     kwokctl delete cluster --name "$NAME" >/dev/null
   fi
-  kwokctl create cluster --name "$NAME" --runtime binary \
+  kwokctl --config "$BIN/kwok-stages.yaml" create cluster --name "$NAME" --runtime binary \
     --kubeconfig "$KWOK_WORKDIR/kubeconfig.merged" \
     --etcd-binary "$BIN/etcd" \
     --kube-apiserver-binary "$BIN/kube-apiserver" \

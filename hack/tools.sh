@@ -22,7 +22,7 @@ export GOFLAGS=-buildvcs=false
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
 
-ALL_TOOLS=(etcd kubernetes kwok controller-gen tofu terraform staticcheck)
+ALL_TOOLS=(etcd kubernetes kwok kwok-stages controller-gen tofu terraform staticcheck)
 
 # binaries each tool provides, and the versioned directory it lives in
 tool_bins() {
@@ -30,6 +30,7 @@ tool_bins() {
     etcd) echo etcd ;;
     kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
     kwok) echo kwok kwokctl ;;
+    kwok-stages) echo kwok-stages.yaml ;;
     controller-gen) echo controller-gen ;;
     tofu) echo tofu ;;
     terraform) echo terraform ;;
@@ -41,7 +42,7 @@ tool_version() {
   case $1 in
     etcd) echo "$ETCD_VERSION" ;;
     kubernetes) echo "$KUBERNETES_VERSION" ;;
-    kwok) echo "$KWOK_VERSION" ;;
+    kwok | kwok-stages) echo "$KWOK_VERSION" ;;
     controller-gen) echo "$CONTROLLER_TOOLS_VERSION" ;;
     tofu) echo "$OPENTOFU_VERSION" ;;
     terraform) echo "$TERRAFORM_VERSION" ;;
@@ -54,7 +55,7 @@ is_built() {
   local dir b
   dir=$(tool_dir "$1")
   [ -f "$dir/.complete" ] || return 1
-  for b in $(tool_bins "$1"); do [ -x "$dir/$b" ] || return 1; done
+  for b in $(tool_bins "$1"); do [ -e "$dir/$b" ] || return 1; done
 }
 
 log() { printf '[tools] %s\n' "$*" >&2; }
@@ -145,6 +146,25 @@ GO
       LDFLAGS="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$version" \
         build_from_throwaway_module "$work" "$out" sigs.k8s.io/kwok "$version" \
         sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
+      ;;
+    kwok-stages)
+      # kwokctl's built-in pod stages delete a terminating pod at once and
+      # ignore the per-pod delay annotation. These are kwok's own stages
+      # (fast node and pod lifecycle) with the general pod-delete stage, made
+      # immediate by default but honouring
+      # pod-delete.stage.kwok.x-k8s.io/delay, so tests can simulate a pod
+      # whose graceful termination takes a while.
+      local src
+      src=$(go mod download -json "sigs.k8s.io/kwok@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')/kustomize/stage
+      {
+        for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+          pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml; do
+          echo '---'; cat "$src/$f"
+        done
+        echo '---'
+        sed -e 's/durationMilliseconds: 1000/durationMilliseconds: 0/' -e '/jitterDurationFrom:/,+1d' "$src/pod/general/pod-delete.yaml"
+      } >"$out/kwok-stages.yaml"
+      grep -q 'pod-delete.stage.kwok.x-k8s.io/delay' "$out/kwok-stages.yaml"
       ;;
     controller-gen)
       GOBIN=$out go install "sigs.k8s.io/controller-tools/cmd/controller-gen@$version"

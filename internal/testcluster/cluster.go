@@ -106,7 +106,7 @@ func Main(m *testing.M, opts Options) int {
 	if testing.Short() {
 		return m.Run()
 	}
-	if err := RequireTools(append([]string{"kwokctl", "kubectl"}, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")...); err != nil {
+	if err := RequireTools("kwokctl", "kubectl", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: cannot start the test cluster: %v\n", err)
 		return 1
 	}
@@ -172,6 +172,7 @@ func Start(ctx context.Context, prefix string) (*Cluster, error) {
 	c := &Cluster{Name: name, workDir: workDir, KubeconfigPath: filepath.Join(workDir, "kubeconfig")}
 	bin := ToolsBinDir()
 	args := []string{
+		"--config", filepath.Join(bin, "kwok-stages.yaml"),
 		"create", "cluster", "--name", name, "--runtime", "binary",
 		"--kubeconfig", filepath.Join(workDir, "kubeconfig.merged"),
 		"--etcd-binary", filepath.Join(bin, "etcd"),

@@ -28,7 +28,7 @@ func ToolsBinDir() string {
 func Tool(name string) (string, error) {
 	path := filepath.Join(ToolsBinDir(), name)
 	info, err := os.Stat(path)
-	if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+	if err != nil || info.IsDir() || (info.Mode()&0o111 == 0 && filepath.Ext(name) == "") {
 		return "", fmt.Errorf("the pinned %s binary is missing from %s: run `make tools` first (it builds the test toolchain from Go module source)", name, ToolsBinDir())
 	}
 	return path, nil

@@ -176,7 +176,7 @@ func WithTolerateAll() PodOption {
 func podSpec(nodeSelector map[string]string, meta *metav1.ObjectMeta, opts []PodOption) corev1.PodSpec {
 	spec := corev1.PodSpec{
 		NodeSelector:                  nodeSelector,
-		TerminationGracePeriodSeconds: ptr.To[int64](5),
+		TerminationGracePeriodSeconds: ptr.To[int64](1),
 		Containers: []corev1.Container{{
 			Name:  "app",
 			Image: PauseImage,

@@ -74,6 +74,9 @@ type Options struct {
 	// BlockedBackoffInitial and BlockedBackoffMax bound the retry of evictions a
 	// PodDisruptionBudget refused. PDB and pod events retry sooner.
 	BlockedBackoffInitial, BlockedBackoffMax time.Duration
+	// SkipNameValidation allows several managers in one process (tests that
+	// restart the operator in-process).
+	SkipNameValidation bool
 }
 
 func (o *Options) defaults() {
@@ -594,6 +597,6 @@ func (r *NodeMaintenanceReconciler) SetupWithManager(ctx context.Context, mgr ct
 			}
 			return byNode(ctx, o.GetName()[len("node-"):])
 		})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.MaxConcurrentReconciles}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.MaxConcurrentReconciles, SkipNameValidation: &r.Options.SkipNameValidation}).
 		Complete(r)
 }

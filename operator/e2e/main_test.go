@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 func defaultOptions() manager.Options {
 	return manager.Options{
 		LeaseDuration: 30 * time.Second,
-		Controller:    controller.Options{LeaseRetryInterval: 500 * time.Millisecond},
+		Controller:    controller.Options{LeaseRetryInterval: 500 * time.Millisecond, SkipNameValidation: true},
 	}
 }
 
@@ -56,6 +56,9 @@ type runningOperator struct {
 }
 
 func (o *runningOperator) stop() {
+	if o == nil {
+		return
+	}
 	o.cancel()
 	<-o.done
 }

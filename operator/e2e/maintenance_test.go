@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -356,12 +357,15 @@ func TestLeaseStolenFailsAndRestores(t *testing.T) {
 	if err := c.Client.Update(bg(), l); err != nil {
 		t.Fatal(err)
 	}
-	nm := getMaintenance(t, c, name)
-	nm.Annotations["test/poke"] = "1"
-	if err := c.Client.Update(bg(), nm); err != nil {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		nm := getMaintenance(t, c, name)
+		nm.Annotations["test/poke"] = "1"
+		return c.Client.Update(bg(), nm)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	nm = waitPhase(t, c, name, nmv1beta1.MaintenanceFailed)
+	nm := waitPhase(t, c, name, nmv1beta1.MaintenanceFailed)
 	if nm.Status.ErrorOnLeaseCount <= 3 || !strings.Contains(nm.Status.LastError, "node was restored") {
 		t.Errorf("failed status should count >3 lease errors and say the node was restored: %+v", nm.Status)
 	}
