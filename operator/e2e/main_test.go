@@ -45,14 +45,15 @@ func TestMain(m *testing.M) {
 
 func defaultOptions() manager.Options {
 	return manager.Options{
-		LeaseDuration: 30 * time.Second,
+		LeaseDuration: 6 * time.Second,
 		Controller:    controller.Options{LeaseRetryInterval: 500 * time.Millisecond, SkipNameValidation: true},
 	}
 }
 
 type runningOperator struct {
-	cancel context.CancelFunc
-	done   chan error
+	cancel     context.CancelFunc
+	done       chan error
+	metricsURL string
 }
 
 func (o *runningOperator) stop() {
@@ -74,7 +75,11 @@ func startOperator(c *testcluster.Cluster, o manager.Options) (*runningOperator,
 	o.WebhookHost = "127.0.0.1"
 	o.LocalWebhookURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	o.WebhookCertDir = filepath.Join(os.TempDir(), fmt.Sprintf("nm-e2e-webhook-%d", port))
-	o.MetricsBindAddress = "0"
+	metricsPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", metricsPort)
 	o.HealthProbeBindAddress = "0"
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := manager.New(ctx, c.RESTConfig, o)
@@ -82,7 +87,7 @@ func startOperator(c *testcluster.Cluster, o manager.Options) (*runningOperator,
 		cancel()
 		return nil, err
 	}
-	run := &runningOperator{cancel: cancel, done: make(chan error, 1)}
+	run := &runningOperator{cancel: cancel, done: make(chan error, 1), metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)}
 	go func() { run.done <- mgr.Start(ctx) }()
 	// Ready when the webhook answers: a dry-run create of an invalid object is
 	// refused by the webhook itself, not by a connection error.
