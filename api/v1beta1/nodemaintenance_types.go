@@ -132,7 +132,3 @@ type NodeMaintenanceList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeMaintenance `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&NodeMaintenance{}, &NodeMaintenanceList{})
-}

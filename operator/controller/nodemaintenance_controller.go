@@ -60,6 +60,8 @@ const (
 	// evictedRecently bounds how long a pod we evicted is trusted to be on its way
 	// out while the cache has not shown its deletionTimestamp yet.
 	evictedRecently = 30 * time.Second
+	// conflictRetry is the retry after a write lost a race with another writer.
+	conflictRetry = 100 * time.Millisecond
 )
 
 // Options tune the reconciler.
@@ -525,8 +527,8 @@ func priorState(nm *nmv1beta1.NodeMaintenance) (nodestate.Prior, bool, error) {
 func requeueOnConflict(err error) (ctrl.Result, error) {
 	if apierrors.IsConflict(err) {
 		// Someone (often our own previous pass) changed the object; the watch
-		// brings the new version.
-		return ctrl.Result{Requeue: true}, nil
+		// brings the new version, the short requeue is the safety net.
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	if apierrors.IsNotFound(err) {
 		return ctrl.Result{}, nil

@@ -31,7 +31,7 @@ func TestReconcileMissingNodeFailsWithoutRetry(t *testing.T) {
 	r.Options.defaults()
 
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "m"}})
-	if err != nil || res.RequeueAfter != 0 || res.Requeue {
+	if err != nil || res.RequeueAfter != 0 {
 		t.Fatalf("reconcile = %+v, %v; want no error and no requeue", res, err)
 	}
 	got := &nmv1beta1.NodeMaintenance{}
