@@ -18,6 +18,7 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/webhook"
@@ -441,10 +442,10 @@ func TestOperatorRestartMidDrainResumes(t *testing.T) {
 	waitMaintenance(t, c, name, "drain started", func(nm *nmv1beta1.NodeMaintenance) bool {
 		return nm.Status.Phase == nmv1beta1.MaintenanceRunning && nm.Status.EvictionPods == 4
 	})
-	operator.stop()
+	operator.Stop()
 	time.Sleep(time.Second)
 	var err error
-	if operator, err = startOperator(c, defaultOptions()); err != nil {
+	if operator, err = testoperator.Start(c, defaultOptions()); err != nil {
 		t.Fatal(err)
 	}
 	nm := waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded)

@@ -32,7 +32,7 @@ func TestEventsAndMetrics(t *testing.T) {
 	createMaintenance(t, c, name, node, "")
 	waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded)
 
-	body := scrape(t, operator.metricsURL)
+	body := scrape(t, operator.MetricsURL)
 	for _, want := range []string{
 		`nodemaintenance_maintenances{phase="Succeeded"}`,
 		`nodemaintenance_drain_duration_seconds_count`,

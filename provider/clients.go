@@ -1,0 +1,122 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/kubeconfig"
+)
+
+var scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(nmv1beta1.AddToScheme(scheme))
+}
+
+// clients is what Configure hands to resources and data sources.
+type clients struct {
+	kube client.WithWatch
+	// cluster names the cluster in messages ("https://127.0.0.1:6443 (context kind)").
+	cluster string
+}
+
+func newClients(cfg *rest.Config, version, cluster string) (*clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "terraform-provider-nodemaintenance/" + version
+	// Terraform runs few requests; the defaults (5 QPS) only slow down waits.
+	cfg.QPS, cfg.Burst = 50, 100
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	return &clients{kube: c, cluster: cluster}, nil
+}
+
+// configuredClients turns provider data into clients, or explains why there
+// are none yet.
+func configuredClients(data any, diags *diag.Diagnostics) *clients {
+	if data == nil {
+		return nil
+	}
+	c, ok := data.(*clients)
+	if !ok {
+		diags.AddError("Unexpected Provider Data",
+			fmt.Sprintf("Expected *clients, got %T. This is a bug in the provider; please report it.", data))
+		return nil
+	}
+	return c
+}
+
+func notConfigured(diags *diag.Diagnostics) {
+	diags.AddError("Kubernetes Cluster Not Configured Yet",
+		"The provider's cluster settings are not known yet (they depend on resources that are not created). "+
+			"Apply those first (for example with -target), or configure the provider with known values.")
+}
+
+// addProblems turns kubeconfig problems into diagnostics on their attributes.
+func addProblems(diags *diag.Diagnostics, problems []kubeconfig.Problem) {
+	for _, p := range problems {
+		if p.Attribute == "" {
+			diags.AddError(p.Summary, p.Detail)
+			continue
+		}
+		diags.AddAttributeError(path.Root(p.Attribute), p.Summary, p.Detail)
+	}
+}
+
+// apiError adds a diagnostic for a failed API call: unreachable clusters,
+// missing CRDs and permission problems get a sentence of advice; admission
+// (webhook) refusals are passed on verbatim.
+func (c *clients) apiError(diags *diag.Diagnostics, summary, what string, err error) {
+	var urlErr *url.Error
+	var netErr net.Error
+	switch {
+	case errors.As(err, &urlErr) || errors.As(err, &netErr):
+		diags.AddError("Cannot Reach the Kubernetes Cluster",
+			fmt.Sprintf("%s failed: the API server at %s did not answer: %v\n\nCheck the provider's cluster settings "+
+				"(config_path, host, KUBECONFIG) and that the cluster is up.", what, c.cluster, err))
+	case apierrors.IsUnauthorized(err):
+		diags.AddError("Kubernetes Refused the Credentials",
+			fmt.Sprintf("%s failed: the API server at %s did not accept the provider's credentials (expired or wrong token or certificate?): %v", what, c.cluster, err))
+	case apierrors.IsForbidden(err) && !isAdmissionDenial(err):
+		diags.AddError("Not Allowed by Kubernetes RBAC",
+			fmt.Sprintf("%s failed: %v\n\nThe provider's identity needs get, list, watch, create, update, patch and delete on "+
+				"nodemaintenances.nodemaintenance.medik8s.io.", what, err))
+	case isNoMatch(err):
+		diags.AddError("NodeMaintenance CRD Not Installed",
+			fmt.Sprintf("%s failed: the cluster at %s does not serve nodemaintenances.nodemaintenance.medik8s.io: %v\n\n"+
+				"Install the node-maintenance operator first (resource nodemaintenance_operator, or make run for development).", what, c.cluster, err))
+	default:
+		diags.AddError(summary, fmt.Sprintf("%s failed: %s", what, apiMessage(err)))
+	}
+}
+
+// apiMessage is the API server's own message, which for a webhook refusal is
+// the webhook's text.
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Message != "" {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
+func isAdmissionDenial(err error) bool {
+	return strings.Contains(err.Error(), "admission webhook")
+}
+
+func isNoMatch(err error) bool {
+	return strings.Contains(err.Error(), "no matches for kind") || apierrors.IsNotFound(err) && strings.Contains(err.Error(), "the server could not find the requested resource")
+}

@@ -1,0 +1,295 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+)
+
+var (
+	_ resource.Resource                = &NodeMaintenanceResource{}
+	_ resource.ResourceWithConfigure   = &NodeMaintenanceResource{}
+	_ resource.ResourceWithImportState = &NodeMaintenanceResource{}
+	_ resource.ResourceWithModifyPlan  = &NodeMaintenanceResource{}
+)
+
+const (
+	defaultCreateTimeout = 20 * time.Minute
+	defaultDeleteTimeout = 10 * time.Minute
+	// namePrefix makes the default name of a maintenance from its node, as in
+	// the spec's example (maintain-node02).
+	namePrefix = "maintain-"
+)
+
+// NewNodeMaintenanceResource is the constructor of the nodemaintenance resource.
+func NewNodeMaintenanceResource() resource.Resource { return &NodeMaintenanceResource{} }
+
+// NodeMaintenanceResource manages one NodeMaintenance.
+type NodeMaintenanceResource struct {
+	clients *clients
+}
+
+type nodeMaintenanceResourceModel struct {
+	ID       types.String   `tfsdk:"id"`
+	Name     types.String   `tfsdk:"name"`
+	NodeName types.String   `tfsdk:"node_name"`
+	Reason   types.String   `tfsdk:"reason"`
+	Timeouts timeouts.Value `tfsdk:"timeouts"`
+	statusModel
+}
+
+// Metadata names the resource type.
+func (r *NodeMaintenanceResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName
+}
+
+// Schema of the nodemaintenance resource.
+func (r *NodeMaintenanceResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	attrs := map[string]schema.Attribute{
+		"id": schema.StringAttribute{Computed: true, MarkdownDescription: "Name of the NodeMaintenance.",
+			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+		"name": schema.StringAttribute{Optional: true, Computed: true,
+			MarkdownDescription: "Name of the NodeMaintenance object. Defaults to `maintain-<node_name>`. Changing it replaces the resource.",
+			PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace(), stringplanmodifier.UseStateForUnknown()}},
+		"node_name": schema.StringAttribute{Required: true,
+			MarkdownDescription: "Node to put into maintenance. Changing it replaces the resource: the old node is restored, then the new one drained.",
+			PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+		"reason": schema.StringAttribute{Optional: true,
+			MarkdownDescription: "Why the node is in maintenance (free text, at most 1024 characters). Updated in place."},
+		"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Delete: true,
+			CreateDescription: "How long to wait for the drain to finish (default 20m).",
+			DeleteDescription: "How long to wait for the node to be restored (default 10m)."}),
+	}
+	for name, desc := range statusDescriptions {
+		attrs[name] = computedStatusAttribute(name, desc)
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Puts a node into maintenance: creates a `NodeMaintenance` and waits until the operator has " +
+			"cordoned and drained the node (phase `Succeeded`). A `Failed` maintenance is an error, and the resource stays in " +
+			"the state as tainted so `destroy` can restore the node. Destroy deletes the `NodeMaintenance` and waits until the " +
+			"node is restored exactly as it was.",
+		Attributes: attrs,
+	}
+}
+
+func computedStatusAttribute(name, desc string) schema.Attribute {
+	// Status changes only through apply and refresh; keeping the prior value in
+	// plans avoids "(known after apply)" noise on every reason change.
+	switch name {
+	case "pending_pods":
+		return schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: desc,
+			PlanModifiers: []planmodifier.List{listplanmodifier.UseStateForUnknown()}}
+	case "pending_pods_refs":
+		return schema.ListAttribute{Computed: true, ElementType: podRefType, MarkdownDescription: desc,
+			PlanModifiers: []planmodifier.List{listplanmodifier.UseStateForUnknown()}}
+	case "phase", "last_error", "last_update":
+		return schema.StringAttribute{Computed: true, MarkdownDescription: desc,
+			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}}
+	default:
+		return schema.Int64Attribute{Computed: true, MarkdownDescription: desc,
+			PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}}
+	}
+}
+
+// Configure receives the provider's clients.
+func (r *NodeMaintenanceResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.clients = configuredClients(req.ProviderData, &resp.Diagnostics)
+}
+
+// ModifyPlan derives the default name from the node, so the plan shows the
+// object that will be created.
+func (r *NodeMaintenanceResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan nodeMaintenanceResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	var configName types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("name"), &configName)...)
+	if configName.IsNull() && !plan.NodeName.IsUnknown() && !plan.NodeName.IsNull() {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("name"), types.StringValue(namePrefix+plan.NodeName.ValueString()))...)
+	}
+}
+
+// Create creates the NodeMaintenance and waits until the drain has finished.
+func (r *NodeMaintenanceResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan nodeMaintenanceResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if r.clients == nil {
+		notConfigured(&resp.Diagnostics)
+		return
+	}
+	timeout, d := plan.Timeouts.Create(ctx, defaultCreateTimeout)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := plan.Name.ValueString()
+	nm := &nmv1beta1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       nmv1beta1.NodeMaintenanceSpec{NodeName: plan.NodeName.ValueString(), Reason: plan.Reason.ValueString()},
+	}
+	if err := r.clients.kube.Create(ctx, nm); err != nil {
+		r.clients.apiError(&resp.Diagnostics, "Cannot Create NodeMaintenance",
+			fmt.Sprintf("Creating NodeMaintenance %q for node %q", name, plan.NodeName.ValueString()), err)
+		return
+	}
+	tflog.Info(ctx, fmt.Sprintf("NodeMaintenance %s created for node %s; waiting up to %s for the drain", name, nm.Spec.NodeName, timeout))
+	plan.ID = types.StringValue(name)
+
+	waitCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	got, err := waitFor(waitCtx, r.clients.kube, name, finished, func(nm *nmv1beta1.NodeMaintenance) {
+		tflog.Info(ctx, progressLine(name, nm))
+	})
+	if got != nil {
+		nm = got
+	}
+	resp.Diagnostics.Append(plan.setStatus(ctx, nm)...)
+	// The object exists whatever happens next: keep it in the state so that
+	// Terraform can destroy it (and restore the node) instead of orphaning it.
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	switch {
+	case err != nil:
+		resp.Diagnostics.AddError("Timed Out Waiting for the Node to Drain", timeoutDetail(name, got, timeout, err))
+	case got == nil:
+		resp.Diagnostics.AddError("NodeMaintenance Deleted While Waiting",
+			fmt.Sprintf("NodeMaintenance %q was deleted by someone else before the drain finished; the node was restored by the operator.", name))
+		resp.State.RemoveResource(ctx)
+	case got.Status.Phase == nmv1beta1.MaintenanceFailed:
+		resp.Diagnostics.AddError("Node Maintenance Failed", failedDetail(got))
+	}
+}
+
+// Read refreshes the status; a NodeMaintenance deleted out of band is removed
+// from the state so the next apply creates it again.
+func (r *NodeMaintenanceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state nodeMaintenanceResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if r.clients == nil {
+		notConfigured(&resp.Diagnostics)
+		return
+	}
+	name := state.ID.ValueString()
+	nm := &nmv1beta1.NodeMaintenance{}
+	if err := r.clients.kube.Get(ctx, client.ObjectKey{Name: name}, nm); err != nil {
+		if apierrors.IsNotFound(err) {
+			tflog.Warn(ctx, fmt.Sprintf("NodeMaintenance %s no longer exists; removing it from the state", name))
+			resp.State.RemoveResource(ctx)
+			return
+		}
+		r.clients.apiError(&resp.Diagnostics, "Cannot Read NodeMaintenance", fmt.Sprintf("Reading NodeMaintenance %q", name), err)
+		return
+	}
+	state.Name = types.StringValue(nm.Name)
+	state.NodeName = types.StringValue(nm.Spec.NodeName)
+	if nm.Spec.Reason != "" || !state.Reason.IsNull() {
+		state.Reason = types.StringValue(nm.Spec.Reason)
+	}
+	resp.Diagnostics.Append(state.setStatus(ctx, nm)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// Update changes the reason in place (the node cannot change: that replaces).
+func (r *NodeMaintenanceResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state nodeMaintenanceResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if r.clients == nil {
+		notConfigured(&resp.Diagnostics)
+		return
+	}
+	name := state.ID.ValueString()
+	nm := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	patch := []byte(fmt.Sprintf(`{"spec":{"reason":%q}}`, plan.Reason.ValueString()))
+	if err := r.clients.kube.Patch(ctx, nm, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		r.clients.apiError(&resp.Diagnostics, "Cannot Update NodeMaintenance", fmt.Sprintf("Updating the reason of NodeMaintenance %q", name), err)
+		return
+	}
+	// The status stays as planned (the prior state's); the next refresh reads it.
+	plan.ID = state.ID
+	plan.statusModel = state.statusModel
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// Delete deletes the NodeMaintenance and waits until it is gone: the operator
+// has restored the node and removed its finalizer.
+func (r *NodeMaintenanceResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state nodeMaintenanceResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if r.clients == nil {
+		notConfigured(&resp.Diagnostics)
+		return
+	}
+	timeout, d := state.Timeouts.Delete(ctx, defaultDeleteTimeout)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.ID.ValueString()
+	err := r.clients.kube.Delete(ctx, &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err != nil {
+		r.clients.apiError(&resp.Diagnostics, "Cannot Delete NodeMaintenance", fmt.Sprintf("Deleting NodeMaintenance %q", name), err)
+		return
+	}
+	tflog.Info(ctx, fmt.Sprintf("NodeMaintenance %s deleted; waiting up to %s for node %s to be restored", name, timeout, state.NodeName.ValueString()))
+	waitCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err = waitFor(waitCtx, r.clients.kube, name, gone, nil)
+	if err != nil {
+		resp.Diagnostics.AddError("Timed Out Waiting for the Node to Be Restored", fmt.Sprintf(
+			"NodeMaintenance %q still exists after %s (%v): its finalizer %q has not been removed, so node %q may not be restored yet. "+
+				"Check that the node-maintenance operator is running and look at `kubectl describe nm %s`. "+
+				"Raise the wait with `timeouts { delete = \"30m\" }` and destroy again.",
+			name, timeout, err, nmv1beta1.NodeMaintenanceFinalizer, state.NodeName.ValueString(), name))
+		return
+	}
+	tflog.Info(ctx, fmt.Sprintf("NodeMaintenance %s is gone; node %s is restored", name, state.NodeName.ValueString()))
+}
+
+// ImportState imports a NodeMaintenance by name.
+func (r *NodeMaintenanceResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+}
+
+func (m *nodeMaintenanceResourceModel) setStatus(ctx context.Context, nm *nmv1beta1.NodeMaintenance) diag.Diagnostics {
+	s, diags := statusFrom(ctx, nm.Status)
+	m.statusModel = s
+	return diags
+}

@@ -1,0 +1,194 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+)
+
+// rewatchDelay spaces re-lists when the API server keeps closing the watch.
+const rewatchDelay = 500 * time.Millisecond
+
+// waitCondition decides, from the current object (nil when it does not exist),
+// whether waiting is over.
+type waitCondition func(nm *nmv1beta1.NodeMaintenance) bool
+
+// waitFor watches one NodeMaintenance until cond holds, and returns the last
+// object seen (nil when gone). It lists once, then follows a watch from that
+// resourceVersion; when the watch ends (API server restart, timeout) it lists
+// again, so no change is missed and nothing polls. onChange is called whenever
+// the status differs from the last one seen.
+func waitFor(ctx context.Context, c client.WithWatch, name string, cond waitCondition, onChange func(*nmv1beta1.NodeMaintenance)) (*nmv1beta1.NodeMaintenance, error) {
+	var last *nmv1beta1.NodeMaintenance
+	reported := false
+	seen := func(nm *nmv1beta1.NodeMaintenance) bool {
+		changed := !reported || (nm == nil) != (last == nil) || (nm != nil && last != nil && !reflect.DeepEqual(nm.Status, last.Status))
+		if onChange != nil && changed {
+			onChange(nm)
+		}
+		reported, last = true, nm
+		return cond(nm)
+	}
+	selector := client.MatchingFields{"metadata.name": name}
+	first := true
+	for {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return last, ctx.Err()
+			case <-time.After(rewatchDelay):
+			}
+		}
+		list := &nmv1beta1.NodeMaintenanceList{}
+		if err := c.List(ctx, list, selector); err != nil {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			if first {
+				return last, err
+			}
+			continue // a transient failure while waiting: list again
+		}
+		var current *nmv1beta1.NodeMaintenance
+		if len(list.Items) > 0 {
+			current = &list.Items[0]
+		}
+		if seen(current) {
+			return current, nil
+		}
+		first = false
+
+		w, err := c.Watch(ctx, &nmv1beta1.NodeMaintenanceList{}, selector,
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true}})
+		if err != nil {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			continue
+		}
+		done, result := follow(ctx, w, seen)
+		w.Stop()
+		if done {
+			return result, nil
+		}
+		if ctx.Err() != nil {
+			return last, ctx.Err()
+		}
+	}
+}
+
+// follow consumes watch events until cond holds (done) or the watch ends.
+func follow(ctx context.Context, w watch.Interface, seen func(*nmv1beta1.NodeMaintenance) bool) (bool, *nmv1beta1.NodeMaintenance) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return false, nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				nm, ok := ev.Object.(*nmv1beta1.NodeMaintenance)
+				if ok && seen(nm) {
+					return true, nm
+				}
+			case watch.Deleted:
+				if seen(nil) {
+					return true, nil
+				}
+			case watch.Error:
+				return false, nil
+			}
+		}
+	}
+}
+
+// finished is the create condition: the operator reached a final phase.
+func finished(nm *nmv1beta1.NodeMaintenance) bool {
+	return nm == nil || nm.Status.Phase == nmv1beta1.MaintenanceSucceeded || nm.Status.Phase == nmv1beta1.MaintenanceFailed
+}
+
+// gone is the delete condition.
+func gone(nm *nmv1beta1.NodeMaintenance) bool { return nm == nil }
+
+// progressLine is one line of the apply timeline (TF_LOG=INFO).
+func progressLine(name string, nm *nmv1beta1.NodeMaintenance) string {
+	if nm == nil {
+		return fmt.Sprintf("NodeMaintenance %s: gone", name)
+	}
+	s := nm.Status
+	phase := string(s.Phase)
+	if phase == "" {
+		phase = "waiting for the operator"
+	}
+	line := fmt.Sprintf("NodeMaintenance %s (node %s): %s, %d%% drained", name, nm.Spec.NodeName, phase, s.DrainProgress)
+	if n := len(s.PendingPodsRefs); n > 0 {
+		line += fmt.Sprintf(", %d pending: %s", n, refList(s.PendingPodsRefs, 5))
+	}
+	if s.LastError != "" {
+		line += "; last error: " + s.LastError
+	}
+	return line
+}
+
+func refList(refs []nmv1beta1.PodReference, limit int) string {
+	parts := make([]string, 0, min(len(refs), limit))
+	for i, r := range refs {
+		if i == limit {
+			break
+		}
+		parts = append(parts, r.Namespace+"/"+r.Name)
+	}
+	s := strings.Join(parts, ", ")
+	if len(refs) > limit {
+		s += fmt.Sprintf(" and %d more", len(refs)-limit)
+	}
+	return s
+}
+
+// failedDetail explains a Failed maintenance.
+func failedDetail(nm *nmv1beta1.NodeMaintenance) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The operator could not put node %q into maintenance (NodeMaintenance %q is Failed).\n\n", nm.Spec.NodeName, nm.Name)
+	if nm.Status.LastError != "" {
+		fmt.Fprintf(&b, "Operator error: %s\n", nm.Status.LastError)
+	}
+	if len(nm.Status.PendingPodsRefs) > 0 {
+		fmt.Fprintf(&b, "Pods still on the node: %s\n", refList(nm.Status.PendingPodsRefs, 10))
+	}
+	b.WriteString("\nThe resource is kept in the state as tainted: `terraform destroy` restores the node, and the next `apply` replaces it (tries again).")
+	return b.String()
+}
+
+// timeoutDetail explains what is still pending when the create timeout ends.
+func timeoutDetail(name string, nm *nmv1beta1.NodeMaintenance, timeout time.Duration, cause error) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "NodeMaintenance %q did not finish within the create timeout (%s): %v.\n\n", name, timeout, cause)
+	switch {
+	case nm == nil:
+		b.WriteString("The NodeMaintenance was not seen.\n")
+	case nm.Status.Phase == "":
+		b.WriteString("The operator has not picked it up: is the node-maintenance operator running?\n")
+	default:
+		fmt.Fprintf(&b, "Phase %s, %d%% drained.\n", nm.Status.Phase, nm.Status.DrainProgress)
+		if len(nm.Status.PendingPodsRefs) > 0 {
+			fmt.Fprintf(&b, "Still pending: %s\n", refList(nm.Status.PendingPodsRefs, 10))
+		}
+		if nm.Status.LastError != "" {
+			fmt.Fprintf(&b, "Blocked by: %s\n", nm.Status.LastError)
+		}
+	}
+	b.WriteString("\nThe node stays cordoned and the operator keeps draining. Raise the timeout with " +
+		"`timeouts { create = \"60m\" }`, fix what blocks the pods (for example a PodDisruptionBudget that allows no disruption), " +
+		"then apply again; or destroy to restore the node.")
+	return b.String()
+}
