@@ -20,7 +20,9 @@ var _ datasource.DataSourceWithConfigure = &NodeMaintenanceListDataSource{}
 var pathName = path.Root("name")
 
 // NewNodeMaintenanceListDataSource is the constructor of the nodemaintenance_list data source.
-func NewNodeMaintenanceListDataSource() datasource.DataSource { return &NodeMaintenanceListDataSource{} }
+func NewNodeMaintenanceListDataSource() datasource.DataSource {
+	return &NodeMaintenanceListDataSource{}
+}
 
 // NodeMaintenanceListDataSource lists NodeMaintenances, optionally filtered.
 type NodeMaintenanceListDataSource struct {

@@ -73,9 +73,6 @@ func (r *NodeMaintenanceResource) Schema(ctx context.Context, _ resource.SchemaR
 			PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()}},
 		"reason": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "Why the node is in maintenance (free text, at most 1024 characters). Updated in place."},
-		"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Delete: true,
-			CreateDescription: "How long to wait for the drain to finish (default 20m).",
-			DeleteDescription: "How long to wait for the node to be restored (default 10m)."}),
 	}
 	for name, desc := range statusDescriptions {
 		attrs[name] = computedStatusAttribute(name, desc)
@@ -86,6 +83,11 @@ func (r *NodeMaintenanceResource) Schema(ctx context.Context, _ resource.SchemaR
 			"the state as tainted so `destroy` can restore the node. Destroy deletes the `NodeMaintenance` and waits until the " +
 			"node is restored exactly as it was.",
 		Attributes: attrs,
+		Blocks: map[string]schema.Block{
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Delete: true,
+				CreateDescription: "How long to wait for the drain to finish (default 20m).",
+				DeleteDescription: "How long to wait for the node to be restored (default 10m)."}),
+		},
 	}
 }
 

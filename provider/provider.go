@@ -192,4 +192,3 @@ func (p *NodeMaintenanceProvider) Resources(context.Context) []func() resource.R
 func (p *NodeMaintenanceProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{NewNodeMaintenanceDataSource, NewNodeMaintenanceListDataSource}
 }
-
