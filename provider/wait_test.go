@@ -1,0 +1,81 @@
+package provider
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+)
+
+func maintenance(phase nmv1beta1.MaintenancePhase, progress int, lastError string, pending ...string) *nmv1beta1.NodeMaintenance {
+	nm := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "maintain-node02"}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: "node02"}}
+	nm.Status.Phase, nm.Status.DrainProgress, nm.Status.LastError = phase, progress, lastError
+	for _, p := range pending {
+		ns, name, _ := strings.Cut(p, "/")
+		nm.Status.PendingPods = append(nm.Status.PendingPods, name)
+		nm.Status.PendingPodsRefs = append(nm.Status.PendingPodsRefs, nmv1beta1.PodReference{Namespace: ns, Name: name})
+	}
+	return nm
+}
+
+func TestFinishedAndGone(t *testing.T) {
+	tests := []struct {
+		nm             *nmv1beta1.NodeMaintenance
+		finished, gone bool
+	}{
+		{nil, true, true},
+		{maintenance("", 0, ""), false, false},
+		{maintenance(nmv1beta1.MaintenanceRunning, 50, ""), false, false},
+		{maintenance(nmv1beta1.MaintenanceSucceeded, 100, ""), true, false},
+		{maintenance(nmv1beta1.MaintenanceFailed, 10, "x"), true, false},
+	}
+	for _, tt := range tests {
+		if finished(tt.nm) != tt.finished || gone(tt.nm) != tt.gone {
+			t.Errorf("%+v: finished=%v gone=%v", tt.nm, finished(tt.nm), gone(tt.nm))
+		}
+	}
+}
+
+func TestProgressLineIsReadable(t *testing.T) {
+	got := progressLine("maintain-node02", maintenance(nmv1beta1.MaintenanceRunning, 40, "pod a/web-1 is blocked by a PodDisruptionBudget", "a/web-1", "b/db-0"))
+	want := "NodeMaintenance maintain-node02 (node node02): Running, 40% drained, 2 pending: a/web-1, b/db-0; last error: pod a/web-1 is blocked by a PodDisruptionBudget"
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	if got := progressLine("x", maintenance("", 0, "")); !strings.Contains(got, "waiting for the operator") {
+		t.Fatalf("no phase yet should say the operator has not answered: %q", got)
+	}
+}
+
+func TestRefListIsBounded(t *testing.T) {
+	nm := maintenance(nmv1beta1.MaintenanceRunning, 0, "", "n/a", "n/b", "n/c")
+	if got := refList(nm.Status.PendingPodsRefs, 2); got != "n/a, n/b and 1 more" {
+		t.Fatalf("refList = %q", got)
+	}
+}
+
+func TestTimeoutDetailSaysWhatBlocksAndWhatToDo(t *testing.T) {
+	nm := maintenance(nmv1beta1.MaintenanceRunning, 50, "The disruption budget web needs 2 healthy pods", "shop/web-1")
+	got := timeoutDetail("maintain-node02", nm, 5*time.Minute, errors.New("context deadline exceeded"))
+	for _, want := range []string{"5m0s", "Still pending: shop/web-1", "Blocked by: The disruption budget web", `timeouts { create = "60m" }`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("timeout detail lacks %q:\n%s", want, got)
+		}
+	}
+	if got := timeoutDetail("m", maintenance("", 0, ""), time.Minute, errors.New("deadline")); !strings.Contains(got, "operator running") {
+		t.Errorf("an unreconciled NodeMaintenance should point at the operator:\n%s", got)
+	}
+}
+
+func TestFailedDetailCarriesOperatorError(t *testing.T) {
+	got := failedDetail(maintenance(nmv1beta1.MaintenanceFailed, 20, "could not hold the lease", "a/b"))
+	for _, want := range []string{`node "node02"`, "Operator error: could not hold the lease", "Pods still on the node: a/b", "terraform destroy"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("failed detail lacks %q:\n%s", want, got)
+		}
+	}
+}
