@@ -14,6 +14,7 @@ import (
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -82,6 +83,13 @@ type Options struct {
 	Controller    controller.Options
 }
 
+// In-cluster webhook certificates: cert-controller keeps them in a secret and
+// injects the CA into the webhook configuration.
+// The secret lives in the operator's own namespace ("system" is replaced by it
+// when the manifests are rendered), and the cache reads secrets only there.
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
+
 // New builds the operator's manager on cfg.
 func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if o.WebhookPort == 0 {
@@ -129,6 +137,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		}
 	}
 
+	byObject := map[client.Object]cache.ByObject{
+		&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{lease.Namespace: {}}},
+	}
+	if o.Namespace != "" {
+		byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{o.Namespace: {}}}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsBindAddress},
@@ -145,9 +159,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			// Managed fields are large and never read: leaving them out of the
 			// pod cache is most of the operator's memory on big clusters.
 			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject: map[client.Object]cache.ByObject{
-				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{lease.Namespace: {}}},
-			},
+			ByObject:         byObject,
 		},
 	})
 	if err != nil {
