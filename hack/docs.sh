@@ -78,7 +78,7 @@ fi
 
 # 2. The provider, built from this checkout.
 log "building the provider"
-go build -trimpath -o "$tmp/bin/terraform-provider-$PROVIDER_NAME" .
+go build -o "$tmp/bin/terraform-provider-$PROVIDER_NAME" .
 
 # 3. The schema, from the pinned OpenTofu (no init needed with dev_overrides).
 mkdir -p "$tmp/schema"

@@ -48,11 +48,11 @@ func (o *Operator) Stop() {
 
 // Start runs the operator until Stop, and returns once its webhook answers.
 func Start(c *testcluster.Cluster, o manager.Options) (*Operator, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	metricsPort, err := freePort()
+	metricsPort, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,8 @@ func Start(c *testcluster.Cluster, o manager.Options) (*Operator, error) {
 	}
 }
 
-func freePort() (int, error) {
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -87,7 +88,7 @@ type Options struct {
 // injects the CA into the webhook configuration.
 // The secret lives in the operator's own namespace ("system" is replaced by it
 // when the manifests are rendered), and the cache reads secrets only there.
-// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
 
 // New builds the operator's manager on cfg.
@@ -170,6 +171,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if local || o.WebhookSecretName == "" {
 		close(certsReady)
 	} else {
+		// cert-controller fills a secret but does not create it.
+		if err := ensureSecret(ctx, direct, o.Namespace, o.WebhookSecretName); err != nil {
+			return nil, err
+		}
 		err := rotator.AddRotator(mgr, &rotator.CertRotator{
 			SecretKey:      types.NamespacedName{Namespace: o.Namespace, Name: o.WebhookSecretName},
 			CertDir:        mgr.GetWebhookServer().(*webhook.DefaultServer).Options.CertDir,
@@ -273,6 +278,17 @@ func InstallWebhookConfiguration(ctx context.Context, c client.Client, name stri
 	}
 	if err := createOrReplace(ctx, c, vwc, &admissionregistrationv1.ValidatingWebhookConfiguration{}); err != nil {
 		return fmt.Errorf("install ValidatingWebhookConfiguration %s: %w", name, err)
+	}
+	return nil
+}
+
+func ensureSecret(ctx context.Context, c client.Client, namespace, name string) error {
+	if namespace == "" {
+		return fmt.Errorf("--namespace (or POD_NAMESPACE) is required for in-cluster webhook certificates in secret %s", name)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := c.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the webhook certificate secret %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }
