@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
@@ -97,7 +98,7 @@ func (c *clients) apiError(diags *diag.Diagnostics, summary, what string, err er
 	case isNoMatch(err):
 		diags.AddError("NodeMaintenance CRD Not Installed",
 			fmt.Sprintf("%s failed: the cluster at %s does not serve nodemaintenances.nodemaintenance.medik8s.io: %v\n\n"+
-				"Install the node-maintenance operator first (resource nodemaintenance_operator, or make run for development).", what, c.cluster, err))
+				"Install the node-maintenance operator first: it installs the CRD (see the provider documentation).", what, c.cluster, err))
 	default:
 		diags.AddError(summary, fmt.Sprintf("%s failed: %s", what, apiMessage(err)))
 	}
@@ -118,5 +119,6 @@ func isAdmissionDenial(err error) bool {
 }
 
 func isNoMatch(err error) bool {
-	return strings.Contains(err.Error(), "no matches for kind") || apierrors.IsNotFound(err) && strings.Contains(err.Error(), "the server could not find the requested resource")
+	return meta.IsNoMatchError(err) || strings.Contains(err.Error(), "no matches for") ||
+		apierrors.IsNotFound(err) && strings.Contains(err.Error(), "the server could not find the requested resource")
 }

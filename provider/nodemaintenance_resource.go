@@ -277,7 +277,7 @@ func (r *NodeMaintenanceResource) Delete(ctx context.Context, req resource.Delet
 		resp.Diagnostics.AddError("Timed Out Waiting for the Node to Be Restored", fmt.Sprintf(
 			"NodeMaintenance %q still exists after %s (%v): its finalizer %q has not been removed, so node %q may not be restored yet. "+
 				"Check that the node-maintenance operator is running and look at `kubectl describe nm %s`. "+
-				"Raise the wait with `timeouts { delete = \"30m\" }` and destroy again.",
+				"To wait longer, set `timeouts { delete = \"30m\" }`, run apply (destroy uses the timeout stored in the state), then destroy again.",
 			name, timeout, err, nmv1beta1.NodeMaintenanceFinalizer, state.NodeName.ValueString(), name))
 		return
 	}
