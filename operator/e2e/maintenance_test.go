@@ -500,3 +500,30 @@ func TestNodeDeletedDuringMaintenance(t *testing.T) {
 	}
 	deleteMaintenance(t, c, name)
 }
+
+// An expired lease of another holder is taken over at once.
+func TestExpiredLeaseIsTakenOver(t *testing.T) {
+	c := testcluster.Get(t)
+	pool := c.NewPool(t)
+	node := pool.AddNode(t, "").Name
+	holdAs(t, c, node, "someone-gone")
+	l, err := getLease(c, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.LeaseDurationSeconds = ptr.To[int32](60)
+	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(-2 * time.Hour)}
+	if err := c.Client.Update(bg(), l); err != nil {
+		t.Fatal(err)
+	}
+	name := testcluster.UniqueName(t, "expired")
+	createMaintenance(t, c, name, node, "")
+	nm := waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded)
+	if nm.Status.LastError != "" {
+		t.Errorf("lastError %q after taking over an expired lease", nm.Status.LastError)
+	}
+	got, err := getLease(c, node)
+	if err != nil || ptr.Deref(got.Spec.HolderIdentity, "") != lease.Holder || ptr.Deref(got.Spec.LeaseTransitions, 0) < 1 {
+		t.Errorf("lease not taken over: %+v, %v", got.Spec, err)
+	}
+}
