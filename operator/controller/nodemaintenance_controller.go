@@ -162,30 +162,50 @@ func (r *NodeMaintenanceReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return r.maintain(ctx, nm)
 }
 
+// observed is what every pass of an active maintenance starts from.
+type observed struct {
+	status  *nmv1beta1.NodeMaintenanceStatus
+	prior   nodestate.Prior
+	touched bool
+	node    *corev1.Node
+}
+
+// observe reads the prior state and the node and holds the lease. When it
+// reports done, the pass ends with its result: the node is gone (Failed), or
+// the lease is not held (recorded in status).
+func (r *NodeMaintenanceReconciler) observe(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (*observed, ctrl.Result, bool, error) {
+	o := &observed{status: nm.Status.DeepCopy()}
+	var err error
+	if o.prior, o.touched, err = priorState(nm); err != nil {
+		res, err := r.fail(ctx, nm, o.status, err.Error())
+		return nil, res, true, err
+	}
+	o.node = &corev1.Node{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: nm.Spec.NodeName}, o.node); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, ctrl.Result{}, true, fmt.Errorf("read node %s: %w", nm.Spec.NodeName, err)
+		}
+		msg := fmt.Sprintf("node %s does not exist; delete this NodeMaintenance and create one for an existing node", nm.Spec.NodeName)
+		if o.touched {
+			msg = fmt.Sprintf("node %s was deleted during the maintenance; delete this NodeMaintenance to clean up", nm.Spec.NodeName)
+		}
+		res, err := r.fail(ctx, nm, o.status, msg)
+		return nil, res, true, err
+	}
+	if res, done, err := r.holdLease(ctx, nm, o.node, o.status, o.touched, o.prior); done {
+		return nil, res, true, err
+	}
+	return o, ctrl.Result{}, false, nil
+}
+
 // maintain is the Running phase: lease, cordon, drain, status.
 func (r *NodeMaintenanceReconciler) maintain(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
-	status := nm.Status.DeepCopy()
-	prior, touched, err := priorState(nm)
-	if err != nil {
-		return r.fail(ctx, nm, status, err.Error())
-	}
-
-	node := &corev1.Node{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: nm.Spec.NodeName}, node); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("read node %s: %w", nm.Spec.NodeName, err)
-		}
-		msg := fmt.Sprintf("node %s does not exist; delete this NodeMaintenance and create one for an existing node", nm.Spec.NodeName)
-		if touched {
-			msg = fmt.Sprintf("node %s was deleted during the maintenance; delete this NodeMaintenance to clean up", nm.Spec.NodeName)
-		}
-		return r.fail(ctx, nm, status, msg)
-	}
-
-	if res, done, err := r.holdLease(ctx, nm, node, status, touched, prior); done {
+	o, res, done, err := r.observe(ctx, nm)
+	if done {
 		return res, err
 	}
+	status, prior, touched, node := o.status, o.prior, o.touched, o.node
 
 	if !touched {
 		prior = nodestate.Record(node, r.now())
@@ -280,21 +300,11 @@ func (r *NodeMaintenanceReconciler) maintain(ctx context.Context, nm *nmv1beta1.
 // keepMaintenance holds the lease of a drained node for as long as the
 // maintenance lasts.
 func (r *NodeMaintenanceReconciler) keepMaintenance(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (ctrl.Result, error) {
-	status := nm.Status.DeepCopy()
-	prior, touched, err := priorState(nm)
-	if err != nil {
-		return r.fail(ctx, nm, status, err.Error())
-	}
-	node := &corev1.Node{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: nm.Spec.NodeName}, node); err != nil {
-		if apierrors.IsNotFound(err) {
-			return r.fail(ctx, nm, status, fmt.Sprintf("node %s was deleted during the maintenance; delete this NodeMaintenance to clean up", nm.Spec.NodeName))
-		}
-		return ctrl.Result{}, err
-	}
-	if res, done, err := r.holdLease(ctx, nm, node, status, touched, prior); done {
+	o, res, done, err := r.observe(ctx, nm)
+	if done {
 		return res, err
 	}
+	status := o.status
 	if status.ErrorOnLeaseCount != 0 || status.LastError != "" {
 		status.ErrorOnLeaseCount, status.LastError = 0, ""
 		if err := r.writeStatus(ctx, nm, status); err != nil {
