@@ -1,0 +1,89 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+func TestOperatorObjectsAreCompleteAndConsistent(t *testing.T) {
+	objs, err := OperatorObjects(OperatorOptions{Namespace: "nmo", Replicas: 2, MaxUnavailable: "20%", ExtraArgs: []string{"--lease-duration=30m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, o := range objs {
+		gvk := o.GetObjectKind().GroupVersionKind()
+		if gvk.Kind == "" || gvk.Version == "" {
+			t.Fatalf("%T %s has no apiVersion/kind: server-side apply needs them", o, o.GetName())
+		}
+		kinds[gvk.Kind]++
+		if ns := o.GetNamespace(); ns != "" && ns != "nmo" {
+			t.Errorf("%s %s in namespace %q, want nmo", gvk.Kind, o.GetName(), ns)
+		}
+	}
+	for kind, n := range map[string]int{"Namespace": 1, "CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 1,
+		"ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2, "Secret": 1, "Service": 2, "Deployment": 1, "ValidatingWebhookConfiguration": 1} {
+		if kinds[kind] != n {
+			t.Errorf("%d %s objects, want %d", kinds[kind], kind, n)
+		}
+	}
+	if objs[0].GetObjectKind().GroupVersionKind().Kind != "Namespace" || objs[len(objs)-1].GetObjectKind().GroupVersionKind().Kind != "ValidatingWebhookConfiguration" {
+		t.Error("the namespace must come first and the webhook configuration last (it must not intercept before the operator exists)")
+	}
+
+	var dep *appsv1.Deployment
+	var vwc *admissionregistrationv1.ValidatingWebhookConfiguration
+	var clusterRole *rbacv1.ClusterRole
+	for _, o := range objs {
+		switch v := o.(type) {
+		case *appsv1.Deployment:
+			dep = v
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			vwc = v
+		case *rbacv1.ClusterRole:
+			clusterRole = v
+		}
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	if *dep.Spec.Replicas != 2 || c.Image != DefaultImage {
+		t.Errorf("replicas %d image %s", *dep.Spec.Replicas, c.Image)
+	}
+	args := strings.Join(c.Args, " ")
+	for _, want := range []string{"--leader-elect", "--max-unavailable=20%", "--lease-duration=30m", "--webhook-secret-name=" + webhookSecretName} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	sc := c.SecurityContext
+	if !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || sc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("container security context too weak: %+v", sc)
+	}
+	if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+		t.Error("probes missing")
+	}
+	svc := vwc.Webhooks[0].ClientConfig.Service
+	if svc == nil || svc.Namespace != "nmo" || svc.Name != webhookServiceName || svc.Path == nil {
+		t.Errorf("webhook client config %+v", vwc.Webhooks[0].ClientConfig)
+	}
+	if len(vwc.Webhooks[0].MatchConditions) != 1 {
+		t.Error("the match condition that keeps finalizer updates away from the webhook is missing")
+	}
+	found := false
+	for _, r := range clusterRole.Rules {
+		for _, res := range r.Resources {
+			if res == "pods/eviction" {
+				found = true
+			}
+			if res == "secrets" {
+				t.Error("secrets must not be in the ClusterRole: the operator reads only its own namespace's")
+			}
+		}
+	}
+	if !found {
+		t.Error("the ClusterRole lacks pods/eviction")
+	}
+}
