@@ -76,7 +76,9 @@ func OperatorObjects(o OperatorOptions) ([]client.Object, error) {
 		}
 		return m
 	}
-	tm := func(apiVersion, kind string) metav1.TypeMeta { return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind} }
+	tm := func(apiVersion, kind string) metav1.TypeMeta {
+		return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+	}
 
 	crd, err := CRD()
 	if err != nil {

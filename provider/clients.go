@@ -9,10 +9,12 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,6 +25,8 @@ import (
 var scheme = runtime.NewScheme()
 
 func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
 	utilruntime.Must(nmv1beta1.AddToScheme(scheme))
 }
 
@@ -115,10 +119,13 @@ func apiMessage(err error) string {
 }
 
 func isAdmissionDenial(err error) bool {
-	return strings.Contains(err.Error(), "admission webhook")
+	return err != nil && strings.Contains(err.Error(), "admission webhook")
 }
 
 func isNoMatch(err error) bool {
+	if err == nil {
+		return false
+	}
 	return meta.IsNoMatchError(err) || strings.Contains(err.Error(), "no matches for") ||
 		apierrors.IsNotFound(err) && strings.Contains(err.Error(), "the server could not find the requested resource")
 }

@@ -185,7 +185,7 @@ func (m providerModel) known() bool {
 
 // Resources lists the resource types.
 func (p *NodeMaintenanceProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{NewNodeMaintenanceResource}
+	return []func() resource.Resource{NewNodeMaintenanceResource, NewOperatorResource}
 }
 
 // DataSources lists the data source types.

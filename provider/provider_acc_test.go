@@ -44,7 +44,7 @@ var providerFactories = map[string]func() (tfprotov6.ProviderServer, error){
 }
 
 // clis are the CLIs every acceptance test runs on, both built by `make tools`.
-var clis = []string{"tofu", "terraform"}
+var clis = cliList()
 
 // eachCLI runs the test body once per CLI, as subtests named after it.
 func eachCLI(t *testing.T, body func(t *testing.T, c *testcluster.Cluster)) {
