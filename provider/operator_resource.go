@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -286,7 +288,13 @@ func (r *OperatorResource) apply(ctx context.Context, plan *operatorResourceMode
 	defer cancel()
 	applied := false
 	for _, obj := range objs {
-		if err := r.clients.kube.Patch(waitCtx, obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		body, err := json.Marshal(obj)
+		if err != nil {
+			diags.AddError("Cannot Render the Operator Installation", err.Error())
+			return applied, diags
+		}
+		patch := client.RawPatch(k8stypes.ApplyPatchType, body)
+		if err := r.clients.kube.Patch(waitCtx, obj, patch, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 			r.clients.apiError(&diags, "Cannot Install the Operator", fmt.Sprintf("Applying %s", objectName(obj)), err)
 			return applied, diags
 		}

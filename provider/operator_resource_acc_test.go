@@ -112,9 +112,9 @@ func TestAccOperatorInstallUpdateDestroy(t *testing.T) {
 							for _, obj := range []client.Object{
 								&corev1.ServiceAccount{ObjectMeta: metaNamespaced(ns, config.OperatorName)},
 								&rbacv1.ClusterRoleBinding{ObjectMeta: metaName(config.OperatorName)},
-								&rbacv1.Role{ObjectMeta: metaNamespaced(ns, config.OperatorName + "-leader-election")},
-								&corev1.Service{ObjectMeta: metaNamespaced(ns, config.OperatorName + "-webhook")},
-								&corev1.Service{ObjectMeta: metaNamespaced(ns, config.OperatorName + "-metrics")},
+								&rbacv1.Role{ObjectMeta: metaNamespaced(ns, config.OperatorName+"-leader-election")},
+								&corev1.Service{ObjectMeta: metaNamespaced(ns, config.OperatorName+"-webhook")},
+								&corev1.Service{ObjectMeta: metaNamespaced(ns, config.OperatorName+"-metrics")},
 								&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metaName(config.OperatorName)},
 							} {
 								if err := c.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
