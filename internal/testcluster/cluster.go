@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -165,8 +166,12 @@ func Start(ctx context.Context, prefix string) (*Cluster, error) {
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	name := sanitize(fmt.Sprintf("nmt-%s-%s", prefix, hex.EncodeToString(suffix)))
+	reapOrphans(ctx)
 	workDir, err := os.MkdirTemp("", name+"-")
 	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(workDir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return nil, err
 	}
 	c := &Cluster{Name: name, workDir: workDir, KubeconfigPath: filepath.Join(workDir, "kubeconfig")}
@@ -215,6 +220,37 @@ func Start(ctx context.Context, prefix string) (*Cluster, error) {
 		return c, fmt.Errorf("cluster %s: the default ServiceAccount never appeared: %w", name, err)
 	}
 	return c, nil
+}
+
+// ownerFile in a cluster's scratch directory holds the pid of the test
+// process that started it.
+const ownerFile = "owner.pid"
+
+// reapOrphans deletes the clusters of test processes that died without
+// tearing down (a panic, a go test -timeout, a kill): each holds about 600 MB.
+func reapOrphans(ctx context.Context) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "nmt-*", ownerFile))
+	for _, f := range dirs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || syscall.Kill(pid, 0) == nil {
+			continue // alive (or unreadable): not ours to touch
+		}
+		dir := filepath.Dir(f)
+		clusters, _ := os.ReadDir(filepath.Join(dir, "kwok", "clusters"))
+		for _, cl := range clusters {
+			orphan := &Cluster{Name: cl.Name(), workDir: dir}
+			if _, err := orphan.kwokctl(ctx, "delete", "cluster", "--name", cl.Name()); err != nil {
+				fmt.Fprintf(os.Stderr, "warning: could not delete orphaned test cluster %s: %v\n", cl.Name(), err)
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "deleted orphaned test cluster %s (its test process %d is gone)\n", cl.Name(), pid)
+		}
+		_ = os.RemoveAll(dir)
+	}
 }
 
 // Stop deletes the cluster and its scratch directory. It is safe to call twice.
