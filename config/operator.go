@@ -47,6 +47,12 @@ type OperatorOptions struct {
 	Resources      corev1.ResourceRequirements
 	MaxUnavailable string
 	ExtraArgs      []string
+	// WebhookURL and WebhookCABundle point the webhook at an operator that
+	// runs outside the cluster (development, or a cluster whose API server
+	// cannot reach Services). Empty: the in-cluster Service, with
+	// certificates issued by the operator.
+	WebhookURL      string
+	WebhookCABundle []byte
 }
 
 // DefaultResources are modest: the operator caches pods and nodes, and idles.
@@ -125,9 +131,13 @@ func OperatorObjects(o OperatorOptions) ([]client.Object, error) {
 			Selector: labels, Ports: []corev1.ServicePort{{Name: "metrics", Port: 8080, TargetPort: intstr.FromString("metrics")}}}},
 		deployment(o, labels, meta(OperatorName, true)),
 	)
-	vwc, err := ValidatingWebhookConfiguration(OperatorName, admissionregistrationv1.WebhookClientConfig{
+	clientConfig := admissionregistrationv1.WebhookClientConfig{
 		Service: &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: webhookServiceName},
-	})
+	}
+	if o.WebhookURL != "" {
+		clientConfig = admissionregistrationv1.WebhookClientConfig{URL: &o.WebhookURL, CABundle: o.WebhookCABundle}
+	}
+	vwc, err := ValidatingWebhookConfiguration(OperatorName, clientConfig)
 	if err != nil {
 		return nil, err
 	}

@@ -59,6 +59,8 @@ type operatorResourceModel struct {
 	MemoryRequest  types.String   `tfsdk:"memory_request"`
 	MemoryLimit    types.String   `tfsdk:"memory_limit"`
 	ExtraArgs      types.List     `tfsdk:"extra_args"`
+	WebhookURL     types.String   `tfsdk:"webhook_url"`
+	WebhookCA      types.String   `tfsdk:"webhook_ca_bundle"`
 	Objects        types.List     `tfsdk:"objects"`
 	Timeouts       timeouts.Value `tfsdk:"timeouts"`
 }
@@ -95,6 +97,11 @@ func (r *OperatorResource) Schema(ctx context.Context, _ resource.SchemaRequest,
 				MarkdownDescription: "Memory limit of the operator container."},
 			"extra_args": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "More operator flags, for example `[\"--lease-duration=30m\"]`."},
+			"webhook_url": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Send the validating webhook to this URL (for example `https://10.0.0.5:9443`) instead of the in-cluster " +
+					"Service: for an operator that runs outside the cluster. Requires `webhook_ca_bundle`; usually with `replicas = 0`."},
+			"webhook_ca_bundle": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "PEM CA certificate that signed the certificate served at `webhook_url`."},
 			"objects": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The objects of the installation, as `Kind namespace/name`."},
 		},
@@ -276,6 +283,10 @@ func (r *OperatorResource) apply(ctx context.Context, plan *operatorResourceMode
 			diags.AddAttributeError(path.Root(name), "Invalid Quantity", fmt.Sprintf("%q is not a Kubernetes quantity (like 100m or 128Mi): %v", q, err))
 		}
 	}
+	if (plan.WebhookURL.ValueString() == "") != (plan.WebhookCA.ValueString() == "") {
+		diags.AddAttributeError(path.Root("webhook_url"), "Incomplete Webhook Settings",
+			"webhook_url and webhook_ca_bundle go together: the API server needs the CA to trust the certificate served at the URL.")
+	}
 	if diags.HasError() {
 		return false, diags
 	}
@@ -357,6 +368,10 @@ func (m *operatorResourceModel) options() config.OperatorOptions {
 		Image:          m.Image.ValueString(),
 		Replicas:       int32(m.Replicas.ValueInt64()),
 		MaxUnavailable: m.MaxUnavailable.ValueString(),
+		WebhookURL:     m.WebhookURL.ValueString(),
+	}
+	if ca := m.WebhookCA.ValueString(); ca != "" {
+		o.WebhookCABundle = []byte(ca)
 	}
 	if o.Namespace == "" {
 		o.Namespace = m.ID.ValueString()
