@@ -185,9 +185,13 @@ func TestRestoreKeepsPriorCordonAndForeignTaints(t *testing.T) {
 
 	// A taint added by someone else during the maintenance must survive too.
 	late := corev1.Taint{Key: "example.com/late", Effect: corev1.TaintEffectPreferNoSchedule}
-	before := during.DeepCopy()
-	during.Spec.Taints = append(during.Spec.Taints, late)
-	if err := c.Client.Patch(bg(), during, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := getNode(t, c, node.Name)
+		before := n.DeepCopy()
+		n.Spec.Taints = append(n.Spec.Taints, late)
+		return c.Client.Patch(bg(), n, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 
@@ -242,9 +246,13 @@ func TestWebhookRejectsBadRequests(t *testing.T) {
 
 	t.Run("nodeName update", func(t *testing.T) {
 		other := pool.AddNode(t, "").Name
-		nm := getMaintenance(t, c, name)
-		nm.Spec.NodeName = other
-		err := c.Client.Update(bg(), nm)
+		// The operator writes the object too; a conflict is not the answer
+		// under test, so retry until the webhook answers.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			nm := getMaintenance(t, c, name)
+			nm.Spec.NodeName = other
+			return c.Client.Update(bg(), nm)
+		})
 		if err == nil {
 			t.Fatal("changing spec.nodeName was admitted")
 		}
@@ -257,9 +265,12 @@ func TestWebhookRejectsBadRequests(t *testing.T) {
 	})
 
 	t.Run("reason update is allowed", func(t *testing.T) {
-		nm := getMaintenance(t, c, name)
-		nm.Spec.Reason = "new reason"
-		if err := c.Client.Update(bg(), nm); err != nil {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			nm := getMaintenance(t, c, name)
+			nm.Spec.Reason = "new reason"
+			return c.Client.Update(bg(), nm)
+		})
+		if err != nil {
 			t.Fatalf("updating the reason was refused: %v", err)
 		}
 	})
