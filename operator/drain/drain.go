@@ -185,9 +185,19 @@ func KubectlEvictor(helper *kubedrain.Helper) Evictor {
 	})
 }
 
+// callTimeout bounds one eviction call.
+const callTimeout = 15 * time.Second
+
 // Evict makes one eviction call for each pod, at most parallel at a time,
 // and returns the results sorted by pod. It never sleeps or retries: a
 // blocked pod is data for the caller, which retries when the PDB allows.
+//
+// A call that has started is not cancelled with ctx (only bounded by
+// callTimeout): an eviction cut off after the API server counted it against
+// the PodDisruptionBudget but before it deleted the pod leaves the pod in the
+// budget's disruptedPods for two minutes (the disruption controller's
+// DeletionTimeout), blocking the next eviction. Shutdown waits for the
+// in-flight calls instead; calls not yet started are skipped.
 func Evict(ctx context.Context, evictor Evictor, pods []corev1.Pod, parallel int) []EvictionResult {
 	if parallel < 1 {
 		parallel = 1
@@ -201,7 +211,13 @@ func Evict(ctx context.Context, evictor Evictor, pods []corev1.Pod, parallel int
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
 			pod := &pods[i]
-			results[i] = classify(pod, evictor.Evict(ctx, pod))
+			if err := ctx.Err(); err != nil {
+				results[i] = classify(pod, err)
+				return
+			}
+			callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+			defer cancel()
+			results[i] = classify(pod, evictor.Evict(callCtx, pod))
 		}(i)
 	}
 	wg.Wait()

@@ -147,3 +147,33 @@ func TestEvictClassifiesAPIAnswers(t *testing.T) {
 		t.Errorf("failed result should wrap the error with the pod: %+v", results[1])
 	}
 }
+
+// An eviction call that has started survives the cancellation of the pass
+// (a half-done eviction blocks its PDB for two minutes); calls not started
+// when the pass is cancelled are not made.
+func TestEvictFinishesInFlightCallsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	var calls atomic.Int32
+	evictor := EvictorFunc(func(callCtx context.Context, p *corev1.Pod) error {
+		calls.Add(1)
+		close(started)
+		time.Sleep(50 * time.Millisecond) // the pass is cancelled meanwhile
+		return callCtx.Err()
+	})
+	go func() { <-started; cancel() }()
+	results := Evict(ctx, evictor, []corev1.Pod{pod("a"), pod("b")}, 1)
+	if calls.Load() != 1 {
+		t.Fatalf("%d calls, want only the one in flight", calls.Load())
+	}
+	byName := map[string]EvictionResult{}
+	for _, r := range results {
+		byName[r.Pod.Name] = r
+	}
+	if byName["a"].Outcome != Evicted {
+		t.Errorf("the in-flight eviction was cut off: %+v", byName["a"])
+	}
+	if byName["b"].Outcome != Failed || !errors.Is(byName["b"].Err, context.Canceled) {
+		t.Errorf("the eviction not started should report the cancellation: %+v", byName["b"])
+	}
+}
