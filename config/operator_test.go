@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -85,5 +86,17 @@ func TestOperatorObjectsAreCompleteAndConsistent(t *testing.T) {
 	}
 	if !found {
 		t.Error("the ClusterRole lacks pods/eviction")
+	}
+}
+
+// `make image` tags what the provider deploys by default.
+func TestMakeImageTagsTheDefaultImage(t *testing.T) {
+	makefile, err := os.ReadFile("../GNUmakefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "IMAGE ?= " + DefaultImage + "\n"
+	if !strings.Contains(string(makefile), want) {
+		t.Fatalf("GNUmakefile lacks %q: make image and the provider's default image disagree", strings.TrimSpace(want))
 	}
 }
