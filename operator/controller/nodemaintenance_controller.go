@@ -232,7 +232,10 @@ func (r *NodeMaintenanceReconciler) maintain(ctx context.Context, nm *nmv1beta1.
 		return ctrl.Result{}, fmt.Errorf("list pods on node %s: %w", node.Name, err)
 	}
 	plan := drain.NewPlan(pods.Items, drain.Filters(prior.CordonedAt, nodestate.MaintenanceTaints))
-	if status.Phase == "" {
+	// The counts are taken when the drain starts: the pass that first touches
+	// the node (a wait for the lease before it may already have set the
+	// phase), or a later one if that pass could not write its status.
+	if !touched || (status.TotalPods == 0 && status.EvictionPods == 0) {
 		status.Phase = nmv1beta1.MaintenanceRunning
 		status.TotalPods = len(pods.Items)
 		status.EvictionPods = len(plan.Pending())

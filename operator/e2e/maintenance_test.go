@@ -314,8 +314,13 @@ func TestRacingCreatesAdmitOne(t *testing.T) {
 // maintenance proceeds and succeeds.
 func TestLeaseHeldByOtherWaitsThenSucceeds(t *testing.T) {
 	c := testcluster.Get(t)
+	ns := c.Namespace(t)
 	pool := c.NewPool(t)
 	node := pool.AddNode(t, "").Name
+	c.CreateBarePod(t, ns, "one", node)
+	c.CreateBarePod(t, ns, "two", node)
+	c.WaitRunningPods(t, ns, "one", node, 1)
+	c.WaitRunningPods(t, ns, "two", node, 1)
 	holdAs(t, c, node, "self-node-remediation")
 
 	name := testcluster.UniqueName(t, "leased")
@@ -340,6 +345,10 @@ func TestLeaseHeldByOtherWaitsThenSucceeds(t *testing.T) {
 	nm = waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded)
 	if nm.Status.LastError != "" || nm.Status.ErrorOnLeaseCount != 0 {
 		t.Errorf("lease problem not cleared after success: %+v", nm.Status)
+	}
+	// The counts are taken when the drain starts, not when the wait began.
+	if nm.Status.TotalPods != 2 || nm.Status.EvictionPods != 2 {
+		t.Errorf("totalPods=%d evictionPods=%d after waiting for the lease, want 2 and 2", nm.Status.TotalPods, nm.Status.EvictionPods)
 	}
 	if l, err := getLease(c, node); err != nil || ptr.Deref(l.Spec.HolderIdentity, "") != lease.Holder {
 		t.Errorf("lease should now be ours: %v %v", l, err)
