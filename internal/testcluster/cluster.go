@@ -23,34 +23,22 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/manager"
 )
 
 // Components are the processes kwokctl runs for a cluster, in the names
 // `kwokctl logs` knows them by.
 var Components = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller"}
 
-// Scheme knows the built-in types, CRDs and NodeMaintenance.
-var Scheme = runtime.NewScheme()
-
-func init() {
-	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
-	utilruntime.Must(apiextensionsv1.AddToScheme(Scheme))
-	utilruntime.Must(nmv1beta1.AddToScheme(Scheme))
-}
+// Scheme knows the built-in types, CRDs and NodeMaintenance: the operator's.
+var Scheme = manager.Scheme
 
 // Cluster is a running kwokctl cluster.
 type Cluster struct {
@@ -265,44 +253,10 @@ func (c *Cluster) Stop() {
 	})
 }
 
-// InstallCRD creates (or updates) the committed NodeMaintenance CRD and waits
-// until the API server serves it.
+// InstallCRD creates (or updates) the committed NodeMaintenance CRD, the way
+// the operator does, and waits until the API server serves it.
 func (c *Cluster) InstallCRD(ctx context.Context) error {
-	crd, err := config.CRD()
-	if err != nil {
-		return err
-	}
-	existing := &apiextensionsv1.CustomResourceDefinition{}
-	err = c.Client.Get(ctx, client.ObjectKeyFromObject(crd), existing)
-	switch {
-	case apierrors.IsNotFound(err):
-		err = c.Client.Create(ctx, crd)
-	case err == nil:
-		crd.ResourceVersion = existing.ResourceVersion
-		err = c.Client.Update(ctx, crd)
-	}
-	if err != nil {
-		return fmt.Errorf("install the NodeMaintenance CRD: %w", err)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
-			return false, nil
-		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("the NodeMaintenance CRD never became Established: %w", err)
-	}
-	// Established can precede discovery; a list proves the resource is served.
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return c.Client.List(ctx, &nmv1beta1.NodeMaintenanceList{}) == nil, nil
-	})
+	return manager.InstallCRD(ctx, c.Client)
 }
 
 // Kubectl runs the pinned kubectl against the cluster and returns its

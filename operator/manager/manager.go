@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -240,7 +241,7 @@ type runnableFunc func(context.Context) error
 func (f runnableFunc) Start(ctx context.Context) error { return f(ctx) }
 
 // InstallCRD creates or updates the embedded NodeMaintenance CRD and waits
-// until it is served.
+// until it is established and served.
 func InstallCRD(ctx context.Context, c client.Client) error {
 	crd, err := config.CRD()
 	if err != nil {
@@ -249,25 +250,23 @@ func InstallCRD(ctx context.Context, c client.Client) error {
 	if err := createOrReplace(ctx, c, crd, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
 		return fmt.Errorf("install the NodeMaintenance CRD: %w", err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		got := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(crd), got); err == nil {
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return nil
-				}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
+			return false, nil
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				// Established can come before discovery; a list proves it is served.
+				return c.List(ctx, &nmv1beta1.NodeMaintenanceList{}) == nil, nil
 			}
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the NodeMaintenance CRD did not become Established within a minute")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the NodeMaintenance CRD was not established and served within a minute: %w", err)
 	}
+	return nil
 }
 
 // InstallWebhookConfiguration creates or updates the ValidatingWebhookConfiguration.
