@@ -175,7 +175,16 @@ func Start(ctx context.Context, prefix string) (*Cluster, error) {
 		"--kwok-controller-binary", filepath.Join(bin, "kwok"),
 		"--wait", "3m",
 	}
-	if _, err := c.kwokctl(ctx, args...); err != nil {
+	// kwokctl picks its ports by asking for free ones; two test packages
+	// creating clusters at the same moment can pick the same port. Creating
+	// one cluster at a time on the machine costs a few seconds and rules that out.
+	unlock, err := lockFile(filepath.Join(os.TempDir(), "nmt-create.lock"))
+	if err != nil {
+		return c, err
+	}
+	_, err = c.kwokctl(ctx, args...)
+	unlock()
+	if err != nil {
 		return c, err
 	}
 	kubeconfig, err := c.kwokctl(ctx, "get", "kubeconfig", "--name", name)
@@ -208,6 +217,22 @@ func Start(ctx context.Context, prefix string) (*Cluster, error) {
 		return c, fmt.Errorf("cluster %s: the default ServiceAccount never appeared: %w", name, err)
 	}
 	return c, nil
+}
+
+// lockFile takes an exclusive lock shared by every test process on the machine.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 // ownerFile in a cluster's scratch directory holds the pid of the test
