@@ -178,7 +178,7 @@ func deployment(o OperatorOptions, labels map[string]string, m metav1.ObjectMeta
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: OperatorName,
-					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), FSGroup: ptr.To[int64](65532),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					TerminationGracePeriodSeconds: ptr.To[int64](10),
 					Containers: []corev1.Container{{
@@ -198,9 +198,12 @@ func deployment(o OperatorOptions, labels map[string]string, m metav1.ObjectMeta
 							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: certDir}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: certDir, ReadOnly: true}},
 					}},
-					Volumes: []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+					// cert-controller keeps the certificates in the secret and waits
+					// for the kubelet to mount them here (group-readable: fsGroup).
+					Volumes: []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+						SecretName: webhookSecretName, DefaultMode: ptr.To[int32](0o440)}}}},
 				},
 			},
 		},

@@ -53,6 +53,12 @@ func TestOperatorObjectsAreCompleteAndConsistent(t *testing.T) {
 	if *dep.Spec.Replicas != 2 || c.Image != DefaultImage {
 		t.Errorf("replicas %d image %s", *dep.Spec.Replicas, c.Image)
 	}
+	// cert-controller waits for the kubelet to mount its secret as the cert dir.
+	vols := dep.Spec.Template.Spec.Volumes
+	if len(vols) != 1 || vols[0].Secret == nil || vols[0].Secret.SecretName != webhookSecretName ||
+		len(c.VolumeMounts) != 1 || c.VolumeMounts[0].Name != vols[0].Name || c.VolumeMounts[0].MountPath != certDir {
+		t.Errorf("the webhook certificate secret %s is not mounted at %s: volumes %+v, mounts %+v", webhookSecretName, certDir, vols, c.VolumeMounts)
+	}
 	args := strings.Join(c.Args, " ")
 	for _, want := range []string{"--leader-elect", "--max-unavailable=20%", "--lease-duration=30m", "--webhook-secret-name=" + webhookSecretName} {
 		if !strings.Contains(args, want) {

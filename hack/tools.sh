@@ -22,7 +22,7 @@ export GOFLAGS=-buildvcs=false
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
 
-ALL_TOOLS=(etcd kubernetes kwok kwok-stages controller-gen tofu terraform staticcheck)
+ALL_TOOLS=(etcd kubernetes kwok kwok-stages controller-gen tofu terraform staticcheck pulumi pulumi-language-yaml)
 
 # binaries each tool provides, and the versioned directory it lives in
 tool_bins() {
@@ -35,6 +35,8 @@ tool_bins() {
     tofu) echo tofu ;;
     terraform) echo terraform ;;
     staticcheck) echo staticcheck ;;
+    pulumi) echo pulumi ;;
+    pulumi-language-yaml) echo pulumi-language-yaml ;;
     *) echo "unknown tool: $1 (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
@@ -47,6 +49,8 @@ tool_version() {
     tofu) echo "$OPENTOFU_VERSION" ;;
     terraform) echo "$TERRAFORM_VERSION" ;;
     staticcheck) echo "$STATICCHECK_VERSION" ;;
+    pulumi) echo "$PULUMI_VERSION" ;;
+    pulumi-language-yaml) echo "$PULUMI_YAML_VERSION" ;;
   esac
 }
 tool_dir() { echo "$TOOLS_DIR/$1-$(tool_version "$1")"; }
@@ -179,6 +183,20 @@ GO
     terraform)
       copy_module_source github.com/hashicorp/terraform "$version" "$work/src"
       (cd "$work/src" && go build -trimpath -ldflags "-s -w" -o "$out/terraform" .)
+      ;;
+    pulumi)
+      # pkg/v3 replaces sdk/v3 with ../sdk (a path outside the module zip):
+      # drop that and require the sdk release of the same version instead.
+      copy_module_source github.com/pulumi/pulumi/pkg/v3 "$version" "$work/src"
+      (cd "$work/src" && go mod edit -dropreplace github.com/pulumi/pulumi/sdk/v3 \
+        -require "github.com/pulumi/pulumi/sdk/v3@$version" && go mod tidy &&
+        go build -trimpath -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$version" \
+          -o "$out/pulumi" ./cmd/pulumi)
+      ;;
+    pulumi-language-yaml)
+      # The language host that runs Pulumi YAML programs (Pulumi.yaml with runtime: yaml).
+      GOBIN=$out go install -trimpath -ldflags "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$version" \
+        "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml@$version"
       ;;
   esac
   touch "$out/.complete"

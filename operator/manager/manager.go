@@ -139,6 +139,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		}
 	}
 
+	if o.WebhookCertDir == "" {
+		o.WebhookCertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
+	}
+
 	byObject := map[client.Object]cache.ByObject{
 		&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{lease.Namespace: {}}},
 	}
@@ -177,8 +181,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, err
 		}
 		err := rotator.AddRotator(mgr, &rotator.CertRotator{
-			SecretKey:      types.NamespacedName{Namespace: o.Namespace, Name: o.WebhookSecretName},
-			CertDir:        mgr.GetWebhookServer().(*webhook.DefaultServer).Options.CertDir,
+			SecretKey: types.NamespacedName{Namespace: o.Namespace, Name: o.WebhookSecretName},
+			// Not mgr.GetWebhookServer(): that adds the server to the manager,
+			// which then fails to start it before the certificates exist.
+			CertDir:        o.WebhookCertDir,
 			CAName:         "node-maintenance-operator-ca",
 			CAOrganization: "nodemaintenance.medik8s.io",
 			DNSName:        fmt.Sprintf("%s.%s.svc", o.WebhookServiceName, o.Namespace),
