@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: build what is missing, start a local cluster
-# with a realistic workload, run the operator, and put node02 into maintenance
-# with `apply`, then restore it with `destroy`. OpenTofu by default, TF=terraform
-# for Terraform. Exits non-zero when any step fails; always tears down.
+# with a realistic workload, install the operator with the module of
+# examples/modules/node-maintenance and run it as its ServiceAccount, put node02
+# into maintenance with `apply`, then restore it and remove the operator with
+# one `destroy`. OpenTofu by default, TF=terraform for Terraform. Exits non-zero
+# when any step fails; always tears down.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -86,20 +88,20 @@ kubectl -n shop rollout status deployment/web --timeout=2m >/dev/null
 kubectl -n shop wait --for=condition=Ready pod/debug --timeout=1m >/dev/null
 kubectl -n shop get pods -o wide --field-selector spec.nodeName=node02
 
-step "Running the node-maintenance operator (out of cluster, webhook on 127.0.0.1)"
-"$work/bin/node-maintenance-operator" --kubeconfig "$KUBECONFIG_OUT" --install-crd \
-  --local-webhook-url https://127.0.0.1:19443 --webhook-port 19443 --webhook-host 127.0.0.1 \
-  --metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 >"$work/operator.log" 2>&1 &
-operator_pid=$!
-for _ in $(seq 1 120); do
-  curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break
-  kill -0 "$operator_pid" 2>/dev/null || { echo "the operator exited" >&2; exit 1; }
-  sleep 0.5
-done
-curl -fsS http://127.0.0.1:18081/readyz >/dev/null
-echo "operator ready (log: $work/operator.log)"
+# The module installs the operator with the webhook sent by URL to the
+# operator process this demo runs (kwok runs the Deployment's pods as fakes):
+# a CA and a serving certificate for 127.0.0.1.
+certs=$work/certs
+mkdir -p "$certs"
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=node-maintenance-demo-ca \
+  -keyout "$certs/ca.key" -out "$certs/ca.crt" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$certs/tls.key" -out "$certs/tls.csr" 2>/dev/null
+openssl x509 -req -days 1 -in "$certs/tls.csr" -CA "$certs/ca.crt" -CAkey "$certs/ca.key" -CAcreateserial \
+  -extfile <(printf 'subjectAltName=IP:127.0.0.1') -out "$certs/tls.crt" 2>/dev/null
 
+mkdir -p "$work/tf/modules"
 cp "$here/demo/main.tf" "$work/tf/"
+cp -R "$root/examples/modules/node-maintenance" "$work/tf/modules/"
 cat >"$work/cli.tfrc" <<EOF2
 provider_installation {
   dev_overrides {
@@ -110,16 +112,47 @@ provider_installation {
 }
 EOF2
 export TF_CLI_CONFIG_FILE=$work/cli.tfrc CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1
-export TF_VAR_kubeconfig=$KUBECONFIG_OUT
+export TF_VAR_kubeconfig=$KUBECONFIG_OUT TF_VAR_webhook_url=https://127.0.0.1:19443 TF_VAR_webhook_ca_file=$certs/ca.crt
 tf() { (cd "$work/tf" && "$BIN/$TF" "$@"); }
 # The provider logs a line on every status change: show those, in order with
 # the CLI's own output, as the timeline; drop the rest of the log.
 timeline() {
-  perl -ne 'if (/^\d{4}-\d\d-\d\dT[\d:.]+Z \[/) { print "  | $1\n" if /provider\.terraform-provider-nodemaintenance: (NodeMaintenance .*?): (?:@\w+|tf_\w+|timestamp)=/; } else { print }'
+  # The CLI relays provider logs a little late, so each line carries its time.
+  perl -ne 'if (/^\d{4}-\d\d-\d\dT([\d:]+)(\.\d{1,3})?\d*Z \[/) { my $ts = $1 . ($2 // ""); print "  | $ts $1\n" if /provider\.terraform-provider-nodemaintenance: (NodeMaintenance .*?): (?:@\w+|tf_\w+|timestamp)=/; } else { print }'
 }
+# Plain apply with the provider's progress lines; "| " lines are the timeline.
+tf_apply() { TF_LOG_PROVIDER=INFO tf "$@" -auto-approve -no-color 2>&1 | timeline; }
+
+step "$TF apply: install the operator with the module examples/modules/node-maintenance (no node yet)"
+tf get -no-color >/dev/null # the module; the provider comes from the dev override
+tf_apply apply
+ns=$(tf output -raw operator_namespace)
+kubectl -n "$ns" get serviceaccounts,deployments,services
+kubectl get crd nodemaintenances.nodemaintenance.medik8s.io
+
+step "Running the operator on this machine as its ServiceAccount $ns/node-maintenance-operator"
+# Its own token (TokenRequest), so it can do only what the installed RBAC allows.
+token=$(kubectl -n "$ns" create token node-maintenance-operator --duration=1h)
+cp "$KUBECONFIG_OUT" "$work/operator.kubeconfig"
+opkubectl() { "$BIN/kubectl" --kubeconfig "$work/operator.kubeconfig" "$@"; }
+opkubectl config set-credentials node-maintenance-operator --token="$token" >/dev/null
+opkubectl config set-context "$(opkubectl config current-context)" --user=node-maintenance-operator >/dev/null
+"$work/bin/node-maintenance-operator" --kubeconfig "$work/operator.kubeconfig" --namespace "$ns" --leader-elect \
+  --webhook-port 19443 --webhook-host 127.0.0.1 --webhook-cert-dir "$certs" --webhook-secret-name= \
+  --metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 >"$work/operator.log" 2>&1 &
+operator_pid=$!
+for _ in $(seq 1 120); do
+  curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break
+  kill -0 "$operator_pid" 2>/dev/null || { echo "the operator exited" >&2; exit 1; }
+  sleep 0.5
+done
+curl -fsS http://127.0.0.1:18081/readyz >/dev/null
+echo "operator ready (log: $work/operator.log)"
 
 step "$TF apply: put node02 into maintenance (| lines: the provider's progress timeline)"
-TF_LOG_PROVIDER=INFO tf apply -auto-approve -no-color 2>&1 | timeline
+export TF_VAR_nodes='{"node02" = "硬體更換 - RAM 升級"}'
+tf_apply apply
+echo "all_succeeded = $(tf output -raw all_succeeded)"
 
 step "kubectl get nm -o wide"
 kubectl get nm -o wide
@@ -127,11 +160,15 @@ kubectl get nodes
 echo "pods left on node02 (the DaemonSet pod stays):"
 kubectl get pods -A --field-selector spec.nodeName=node02 --no-headers
 
-step "$TF destroy: end the maintenance and restore node02"
-TF_LOG_PROVIDER=INFO tf destroy -auto-approve -no-color 2>&1 | timeline
+step "$TF destroy: end the maintenance, restore node02, then remove the operator"
+tf_apply destroy
 kubectl get nodes
 if [ "$(kubectl get node node02 -o jsonpath='{.spec.unschedulable}')" = "true" ]; then
   echo "node02 is still cordoned after destroy" >&2
+  exit 1
+fi
+if kubectl get namespace "$ns" -o name 2>/dev/null | grep -q . && [ -z "$(kubectl get namespace "$ns" -o jsonpath='{.metadata.deletionTimestamp}')" ]; then
+  echo "the operator namespace $ns is still there after destroy" >&2
   exit 1
 fi
 

@@ -35,34 +35,8 @@ import (
 // maintenance; the same token cannot read secrets or delete pods.
 func TestAccOperatorRunsAsItsServiceAccount(t *testing.T) {
 	eachCLI(t, func(t *testing.T, c *testcluster.Cluster) {
-		ctx := context.Background()
-		// The package operator steps aside, with its webhook, for the test.
-		operator.Stop()
-		_ = c.Client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metaName("node-maintenance-operator-local")})
-		t.Cleanup(func() {
-			// Destroying the installation removed the shared CRD.
-			if err := c.InstallCRD(context.Background()); err != nil {
-				t.Errorf("reinstall the CRD: %v", err)
-			}
-			var err error
-			if operator, err = testoperator.Start(c, testoperator.DefaultOptions()); err != nil {
-				t.Errorf("restart the package operator: %v", err)
-			}
-		})
-
-		certDir := t.TempDir()
-		caPEM, err := webhook.WriteSelfSignedCerts(certDir, []string{"127.0.0.1"}, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		caFile := filepath.Join(certDir, "ca.crt")
-		if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		port, err := testoperator.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
+		stepAsideForInstallation(t, c)
+		w := newLocalWebhook(t)
 		ns := testcluster.UniqueName(t, "nmo-sa")
 		cfg := providerBlock(c) + fmt.Sprintf(`
 resource "nodemaintenance_operator" "this" {
@@ -71,45 +45,102 @@ resource "nodemaintenance_operator" "this" {
   webhook_url       = "https://127.0.0.1:%d"
   webhook_ca_bundle = file(%q)
 }
-`, ns, port, caFile)
+`, ns, w.port, w.caFile)
 
 		resource.Test(t, resource.TestCase{
 			ProtoV6ProviderFactories: providerFactories,
 			Steps: []resource.TestStep{{
 				Config: cfg,
 				Check: func(*terraform.State) error {
-					return maintenanceCycleAsServiceAccount(t, c, ns, port, certDir)
+					return maintenanceCycleAsServiceAccount(t, c, ns, w)
 				},
 			}},
 		})
 	})
 }
 
-func maintenanceCycleAsServiceAccount(t *testing.T, c *testcluster.Cluster, ns string, port int, certDir string) error {
+// stepAsideForInstallation stops the package operator and its local webhook
+// configuration for a test that installs and runs its own operator, and brings
+// both back (with the CRD that destroying the installation removed) after it.
+func stepAsideForInstallation(t *testing.T, c *testcluster.Cluster) {
+	t.Helper()
+	operator.Stop()
+	_ = c.Client.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metaName("node-maintenance-operator-local")})
+	t.Cleanup(func() {
+		if err := c.InstallCRD(context.Background()); err != nil {
+			t.Errorf("reinstall the CRD: %v", err)
+		}
+		var err error
+		if operator, err = testoperator.Start(c, testoperator.DefaultOptions()); err != nil {
+			t.Errorf("restart the package operator: %v", err)
+		}
+	})
+}
+
+// localWebhook is what an installation in webhook_url mode needs from the
+// operator that runs outside the cluster: a port and a certificate for
+// 127.0.0.1 whose CA the webhook configuration trusts.
+type localWebhook struct {
+	port    int
+	certDir string
+	caFile  string
+}
+
+func newLocalWebhook(t *testing.T) localWebhook {
+	t.Helper()
+	w := localWebhook{certDir: t.TempDir()}
+	caPEM, err := webhook.WriteSelfSignedCerts(w.certDir, []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.caFile = filepath.Join(w.certDir, "ca.crt")
+	if err := os.WriteFile(w.caFile, caPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if w.port, err = testoperator.FreePort(); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// startAsServiceAccount runs the real operator, as the binary builds it, with
+// a TokenRequest token of the ServiceAccount the installation in ns created:
+// nothing it does may need more than the installed RBAC. It returns the
+// ServiceAccount's client config and a stop function.
+func startAsServiceAccount(c *testcluster.Cluster, ns string, w localWebhook) (*rest.Config, func(), error) {
 	ctx := context.Background()
 	tok, err := c.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, config.OperatorName,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("token for the operator's ServiceAccount: %w", err)
+		return nil, nil, fmt.Errorf("token for the operator's ServiceAccount: %w", err)
 	}
 	saCfg := &rest.Config{Host: c.RESTConfig.Host, BearerToken: tok.Status.Token, QPS: 100, Burst: 200,
 		TLSClientConfig: rest.TLSClientConfig{CAData: c.RESTConfig.CAData, CAFile: c.RESTConfig.CAFile}}
 
 	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	mgr, err := manager.New(runCtx, saCfg, manager.Options{
 		Namespace: ns, LeaderElect: true,
-		WebhookPort: port, WebhookHost: "127.0.0.1", WebhookCertDir: certDir,
+		WebhookPort: w.port, WebhookHost: "127.0.0.1", WebhookCertDir: w.certDir,
 		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
 		LeaseDuration: 6 * time.Second,
 		Controller:    controller.Options{SkipNameValidation: true},
 	})
 	if err != nil {
-		return fmt.Errorf("start the operator as its ServiceAccount: %w", err)
+		cancel()
+		return nil, nil, fmt.Errorf("start the operator as its ServiceAccount: %w", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(runCtx) }()
-	defer func() { cancel(); <-done }()
+	return saCfg, func() { cancel(); <-done }, nil
+}
+
+func maintenanceCycleAsServiceAccount(t *testing.T, c *testcluster.Cluster, ns string, w localWebhook) error {
+	ctx := context.Background()
+	saCfg, stop, err := startAsServiceAccount(c, ns, w)
+	if err != nil {
+		return err
+	}
+	defer stop()
 
 	// A whole maintenance, the webhook included, driven by that operator.
 	pool := c.NewPool(t)

@@ -1,8 +1,11 @@
-# The demo configuration of `make demo`: put node02 into maintenance.
+# The demo configuration of `make demo`: the module of
+# examples/modules/node-maintenance installs the operator and puts the nodes of
+# var.nodes into maintenance. The demo's operator runs on this machine (kwok
+# runs pods as fakes), so the installation sends the webhook to it by URL.
 terraform {
   required_providers {
     nodemaintenance = {
-      source = "registry.terraform.io/nodemaintenance/nodemaintenance"
+      source = "nodemaintenance/nodemaintenance"
     }
   }
 }
@@ -12,24 +15,44 @@ variable "kubeconfig" {
   description = "Path to the kubeconfig of the cluster."
 }
 
+variable "nodes" {
+  type        = map(string)
+  description = "Nodes to put into maintenance, with the reason for each."
+  default     = {}
+}
+
+variable "webhook_url" {
+  type        = string
+  description = "Where the operator that runs on this machine serves the webhook."
+}
+
+variable "webhook_ca_file" {
+  type        = string
+  description = "PEM file of the CA that signed the webhook's certificate."
+}
+
 provider "nodemaintenance" {
   config_path = var.kubeconfig
 }
 
-resource "nodemaintenance" "node02" {
-  node_name = "node02"
-  reason    = "硬體更換 - RAM 升級"
+module "maintenance" {
+  source = "./modules/node-maintenance"
 
-  timeouts {
-    create = "5m"
-    delete = "5m"
-  }
+  nodes             = var.nodes
+  drain_timeout     = "5m"
+  operator_replicas = 0
+  webhook_url       = var.webhook_url
+  webhook_ca_bundle = file(var.webhook_ca_file)
 }
 
-output "phase" {
-  value = nodemaintenance.node02.phase
+output "operator_namespace" {
+  value = module.maintenance.operator_namespace
 }
 
-output "evicted_pods" {
-  value = nodemaintenance.node02.eviction_pods
+output "phases" {
+  value = module.maintenance.phases
+}
+
+output "all_succeeded" {
+  value = module.maintenance.all_succeeded
 }

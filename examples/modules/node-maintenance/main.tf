@@ -22,6 +22,30 @@ variable "operator_namespace" {
   default     = "node-maintenance-operator"
 }
 
+variable "operator_image" {
+  description = "Operator image; null keeps the provider's default (what `make image` tags)."
+  type        = string
+  default     = null
+}
+
+variable "operator_replicas" {
+  description = "Operator replicas; 0 when the operator runs outside the cluster (see webhook_url)."
+  type        = number
+  default     = 1
+}
+
+variable "webhook_url" {
+  description = "For an operator that runs outside the cluster: the URL the API server sends the validating webhook to. Null: the in-cluster Service."
+  type        = string
+  default     = null
+}
+
+variable "webhook_ca_bundle" {
+  description = "PEM CA of the certificate served at webhook_url (required with it)."
+  type        = string
+  default     = null
+}
+
 variable "max_unavailable" {
   description = "Most nodes in maintenance at once (count or percentage), enforced by the operator's webhook."
   type        = string
@@ -35,8 +59,12 @@ variable "drain_timeout" {
 }
 
 resource "nodemaintenance_operator" "this" {
-  namespace       = var.operator_namespace
-  max_unavailable = var.max_unavailable
+  namespace         = var.operator_namespace
+  image             = var.operator_image
+  replicas          = var.operator_replicas
+  max_unavailable   = var.max_unavailable
+  webhook_url       = var.webhook_url
+  webhook_ca_bundle = var.webhook_ca_bundle
 }
 
 resource "nodemaintenance" "node" {
@@ -56,6 +84,11 @@ resource "nodemaintenance" "node" {
 output "phases" {
   description = "Phase of each node's maintenance (Running, Succeeded or Failed), for CI gating."
   value       = { for node, m in nodemaintenance.node : node => m.phase }
+}
+
+output "operator_namespace" {
+  description = "Namespace of the installed operator (its ServiceAccount is node-maintenance-operator)."
+  value       = nodemaintenance_operator.this.id
 }
 
 output "all_succeeded" {
