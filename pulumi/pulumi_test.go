@@ -17,6 +17,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
@@ -89,7 +91,7 @@ func bridgedProvider() (string, error) {
 }
 
 // The example program, end to end: up drains node02 and exports the phase,
-// a second preview sees no changes, destroy restores the node.
+// a second up changes nothing, destroy restores the node.
 func TestPulumiExampleUpPreviewDestroy(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.Namespace(t)
@@ -117,8 +119,8 @@ func TestPulumiExampleUpPreviewDestroy(t *testing.T) {
 	}
 	assertNoPluginLeft(t)
 
-	// The refreshed state matches the program: nothing to do.
-	p.mustRun(t, "preview", "--expect-no-changes", "--refresh")
+	// The same program again, state refreshed from the cluster: nothing to do.
+	p.mustRun(t, "up", "--yes", "--skip-preview", "--refresh", "--expect-no-changes")
 	assertNoPluginLeft(t)
 
 	p.mustRun(t, "destroy", "--yes", "--skip-preview")
@@ -152,6 +154,57 @@ func TestPulumiUnknownNodeIsRefused(t *testing.T) {
 	err = c.Client.Get(context.Background(), client.ObjectKey{Name: "maintain-no-such-node"}, &nmv1beta1.NodeMaintenance{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("NodeMaintenance maintain-no-such-node should not exist, got %v", err)
+	}
+	assertNoPluginLeft(t)
+}
+
+// A drain that cannot finish in the create timeout fails `pulumi up` with the
+// provider's message, naming the pod and the PodDisruptionBudget that block,
+// as under Terraform. The bridge does not keep a failed create in the stack,
+// so the NodeMaintenance stays in the cluster (the node stays cordoned, never
+// silently restored); the documented way out, `pulumi import` then
+// `pulumi destroy`, restores the node.
+func TestPulumiDrainTimeoutIsAnError(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.Namespace(t)
+	pool := c.NewPool(t)
+	node := pool.AddNode(t, "").Name
+	c.CreateDeployment(t, ns, "stuck", 2, pool.Selector())
+	c.WaitRunningPods(t, ns, "stuck", node, 2)
+	c.CreatePDB(t, ns, "stuck", ptr.To(intstr.FromInt32(2)), nil)
+	pool.AddNode(t, "")
+
+	p := newProject(t, c)
+	p.mustRun(t, "config", "set", "nodeName", node)
+	p.mustRun(t, "config", "set", "drainTimeout", "5s")
+	out, err := p.run(t, "up", "--yes", "--skip-preview")
+	if err == nil {
+		t.Fatalf("pulumi up succeeded although the PodDisruptionBudget never allows an eviction:\n%s", out)
+	}
+	for _, want := range []string{"Timed Out Waiting for the Node to Drain", "Still pending: " + ns + "/stuck-", "disruption budget stuck"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pulumi up output lacks %q:\n%s", want, out)
+		}
+	}
+	name := "maintain-" + node
+	if err := c.Client.Get(context.Background(), client.ObjectKey{Name: name}, &nmv1beta1.NodeMaintenance{}); err != nil {
+		t.Fatalf("NodeMaintenance %s should stay in the cluster after the timeout: %v", name, err)
+	}
+	if n := getNode(t, c, node); !n.Spec.Unschedulable {
+		t.Errorf("node %s is not cordoned while its maintenance still runs", node)
+	}
+	assertNoPluginLeft(t)
+
+	// The recovery the provider's docs give: adopt it, then destroy.
+	p.mustRun(t, "import", "--yes", "--protect=false", string(nmpulumi.NodeMaintenanceToken), "node02", name)
+	p.mustRun(t, "destroy", "--yes", "--skip-preview")
+	n := getNode(t, c, node)
+	if n.Spec.Unschedulable || hasTaint(n, drainTaint) {
+		t.Errorf("node %s is not restored after import and destroy: unschedulable=%v taints=%v", node, n.Spec.Unschedulable, n.Spec.Taints)
+	}
+	err = c.Client.Get(context.Background(), client.ObjectKey{Name: name}, &nmv1beta1.NodeMaintenance{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("NodeMaintenance %s should be gone after destroy, got %v", name, err)
 	}
 	assertNoPluginLeft(t)
 }
