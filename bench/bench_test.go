@@ -1,0 +1,587 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
+)
+
+// The scenarios of `make bench` (BENCH=P2 runs one). Each side of a scenario
+// gets its own, identical, freshly prepared node; sides take turns within a
+// run so that the machine's noise falls on all of them alike.
+const (
+	kubectlSide = "kubectl drain"
+	limitSide   = "limit loop"
+	opSide      = "operator"
+)
+
+var (
+	runs = envInt("BENCH_RUNS", 5)
+	op   *operatorProcess
+
+	mu   sync.Mutex
+	rows []Row
+	// p1Operator is P1's operator sample, the unit of P3.
+	p1Operator *Sample
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// Unit tests of this package need no cluster; benchmarks do.
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
+	os.Exit(testcluster.Main(m, testcluster.Options{InstallCRD: true,
+		Setup: func(c *testcluster.Cluster) error {
+			var err error
+			op, err = startOperator(c)
+			return err
+		},
+		Teardown: func() {
+			op.stop()
+			writeResults()
+		}}))
+}
+
+func record(r ...Row) {
+	mu.Lock()
+	defer mu.Unlock()
+	rows = append(rows, r...)
+}
+
+// P1: one node, 30 Deployment pods, no PDB.
+func BenchmarkP1(b *testing.B) {
+	s := drainScenario(b, "P1", 30, 0)
+	p1Operator = &s
+}
+
+// P2: one node, 5 pods under a PDB with maxUnavailable 1.
+func BenchmarkP2(b *testing.B) { drainScenario(b, "P2", 5, 1) }
+
+// drainScenario measures the three sides on nodes with pods Deployment pods
+// (under a PDB with maxUnavailable when it is not 0), records the rows and
+// returns the operator's sample.
+func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
+	c := testcluster.Get(b)
+	w := watchClient(b, c)
+	kubectl, err := testcluster.Tool("kubectl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var opT, kubectlT, limitT []time.Duration
+	for i := range runs {
+		eachRun(b, fmt.Sprintf("%s/run%d", name, i), func(t testing.TB) {
+			ns := c.Namespace(t)
+			nodes := prepareNodes(t, c, ns, 3, pods, maxUnavailable)
+
+			opT = append(opT, operatorDrain(t, c, w, nodes[:1]))
+
+			start := time.Now()
+			out, err := exec.Command(kubectl, "--kubeconfig", c.KubeconfigPath, "drain", nodes[1],
+				"--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m").CombinedOutput()
+			kubectlT = append(kubectlT, time.Since(start))
+			if err != nil {
+				t.Fatalf("kubectl drain %s: %v\n%s", nodes[1], err, out)
+			}
+
+			limitT = append(limitT, limitDrain(t, c, nodes[2]))
+		})
+	}
+	kube, limit, opS := Seconds(kubectlT), Seconds(limitT), Seconds(opT)
+	target := map[string][2]float64{"P1": {0.25, 1.5}, "P2": {0.2, 1.5}}[name]
+	record(
+		Row{Scenario: name, Side: kubectlSide, Sample: kube},
+		Row{Scenario: name, Side: limitSide, Sample: limit},
+		Row{Scenario: name, Side: opSide, Sample: opS, Ratio: opS.Median() / kube.Median(), Of: kubectlSide, Max: target[0]},
+		Row{Scenario: name, Side: opSide, Sample: opS, Ratio: opS.Median() / limit.Median(), Of: limitSide, Max: target[1]},
+	)
+	b.ReportMetric(opS.Median(), "operator-s")
+	b.ReportMetric(kube.Median(), "kubectl-s")
+	b.ReportMetric(limit.Median(), "limit-s")
+	return opS
+}
+
+// P3: 50 nodes × 20 pods, 50 NodeMaintenances created at once: the time
+// until all are Succeeded, against P1's operator median.
+func BenchmarkP3(b *testing.B) {
+	const nodes, pods = 50, 20
+	c := testcluster.Get(b)
+	w := watchClient(b, c)
+	if p1Operator == nil { // BENCH=P3 alone: P1's operator side is its unit
+		var t []time.Duration
+		for i := range runs {
+			eachRun(b, fmt.Sprintf("P1-unit/run%d", i), func(tb testing.TB) {
+				t = append(t, operatorDrain(tb, c, w, prepareNodes(tb, c, c.Namespace(tb), 1, 30, 0)))
+			})
+		}
+		s := Seconds(t)
+		p1Operator = &s
+	}
+	var all []time.Duration
+	for i := range runs {
+		eachRun(b, fmt.Sprintf("P3/run%d", i), func(t testing.TB) {
+			all = append(all, operatorDrain(t, c, w, prepareNodes(t, c, c.Namespace(t), nodes, pods, 0)))
+		})
+	}
+	s := Seconds(all)
+	record(Row{Scenario: "P3", Side: fmt.Sprintf("operator, %d nodes × %d pods at once", nodes, pods), Sample: s,
+		Ratio: s.Median() / p1Operator.Median(), Of: "P1 operator", Max: 3})
+	b.ReportMetric(s.Median(), "all-succeeded-s")
+}
+
+// P4: `tofu apply` of one nodemaintenance against the same NodeMaintenance
+// created directly: the provider's overhead (CLI, plan, wait) in seconds.
+func BenchmarkP4(b *testing.B) {
+	c := testcluster.Get(b)
+	w := watchClient(b, c)
+	tofu, err := testcluster.Tool("tofu")
+	if err != nil {
+		b.Fatal(err)
+	}
+	providerDir := buildProvider(b)
+	var direct, apply, overhead []float64
+	for i := range runs {
+		eachRun(b, fmt.Sprintf("P4/run%d", i), func(t testing.TB) {
+			ns := c.Namespace(t)
+			nodes := prepareNodes(t, c, ns, 2, 5, 0)
+			d := operatorDrain(t, c, w, nodes[:1]).Seconds()
+
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "main.tf"), fmt.Sprintf(`terraform {
+  required_providers {
+    nodemaintenance = {
+      source = "nodemaintenance/nodemaintenance"
+    }
+  }
+}
+
+provider "nodemaintenance" {
+  config_path = %q
+}
+
+resource "nodemaintenance" "this" {
+  node_name = %q
+}
+`, c.KubeconfigPath, nodes[1]))
+			rc := filepath.Join(dir, "cli.tfrc")
+			writeFile(t, rc, fmt.Sprintf(`provider_installation {
+  dev_overrides {
+    "registry.opentofu.org/nodemaintenance/nodemaintenance" = %q
+  }
+  direct {}
+}
+`, providerDir))
+			env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
+			tf := func(args ...string) (time.Duration, error) {
+				cmd := exec.Command(tofu, args...)
+				cmd.Dir, cmd.Env = dir, env
+				start := time.Now()
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					return 0, fmt.Errorf("tofu %v: %w\n%s", args, err, out)
+				}
+				return time.Since(start), nil
+			}
+			a, err := tf("apply", "-auto-approve", "-no-color")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tf("destroy", "-auto-approve", "-no-color"); err != nil {
+				t.Fatal(err)
+			}
+			direct, apply = append(direct, d), append(apply, a.Seconds())
+			overhead = append(overhead, a.Seconds()-d)
+		})
+	}
+	record(
+		Row{Scenario: "P4", Side: "NodeMaintenance created directly", Sample: Sample{Values: direct, Unit: "s"}},
+		Row{Scenario: "P4", Side: "tofu apply", Sample: Sample{Values: apply, Unit: "s"}},
+		Row{Scenario: "P4", Side: "provider overhead (apply − direct, per run)", Sample: Sample{Values: overhead, Unit: "s"}, Max: 2},
+	)
+	b.ReportMetric(Sample{Values: overhead}.Median(), "overhead-s")
+}
+
+// P5: 1000 fake nodes, 20 000 pods: the operator's memory after its caches
+// synced, its CPU while idle, and the API requests it makes per evicted pod.
+func BenchmarkP5(b *testing.B) {
+	const nodeCount, podsPerNode = 1000, 20
+	c := testcluster.Get(b)
+	w := watchClient(b, c)
+	bulk := bulkClient(b, c)
+	nodes := populate(b, c, bulk, nodeCount, podsPerNode)
+
+	// A fresh process: what it holds is what syncing this cluster costs.
+	op.stop()
+	if err := op.start(c); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(5 * time.Second) // settle after the initial lists
+	rss := Sample{Unit: "MB"}
+	cpu := Sample{Unit: "cores"}
+	for range runs {
+		before, err := op.cpuSeconds()
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		time.Sleep(2 * time.Second)
+		after, err := op.cpuSeconds()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu.Values = append(cpu.Values, (after-before)/time.Since(start).Seconds())
+		mb, err := op.rssMB()
+		if err != nil {
+			b.Fatal(err)
+		}
+		rss.Values = append(rss.Values, mb)
+	}
+
+	perPod := Sample{Unit: "req/pod"}
+	for i := range runs {
+		node := nodes[i]
+		before, err := op.requests()
+		if err != nil {
+			b.Fatal(err)
+		}
+		operatorDrain(b, c, w, []string{node})
+		after, err := op.requests()
+		if err != nil {
+			b.Fatal(err)
+		}
+		perPod.Values = append(perPod.Values, (after-before)/podsPerNode)
+	}
+	record(
+		Row{Scenario: "P5", Side: fmt.Sprintf("operator RSS after sync (%d nodes, %d pods)", nodeCount, nodeCount*podsPerNode), Sample: rss, Max: 150},
+		Row{Scenario: "P5", Side: "operator CPU while idle", Sample: cpu},
+		Row{Scenario: "P5", Side: "API requests per evicted pod (drain of one node)", Sample: perPod, Max: 3},
+	)
+	b.ReportMetric(rss.Median(), "rss-MB")
+	b.ReportMetric(perPod.Median(), "req/pod")
+}
+
+// eachRun runs one repetition as a sub-benchmark, so that its nodes and
+// namespaces are cleaned up before the next one.
+func eachRun(b *testing.B, name string, run func(t testing.TB)) {
+	if !b.Run(name, func(b *testing.B) { run(b) }) {
+		b.FailNow() // a figure from fewer runs than asked would mislead
+	}
+}
+
+// prepareNodes makes count nodes that each run pods pods of a Deployment of
+// their own (under a PDB with maxUnavailable when it is not 0), and for each a
+// spare node in its pool where the evicted pods go. No pod tolerates the
+// cordon, so replacements never land back on a drained node.
+func prepareNodes(t testing.TB, c *testcluster.Cluster, ns string, count, pods, maxUnavailable int) []string {
+	t.Helper()
+	type target struct {
+		pool *testcluster.Pool
+		node string
+		app  string
+	}
+	targets := make([]target, count)
+	for i := range targets {
+		pool := c.NewPool(t)
+		targets[i] = target{pool: pool, node: pool.AddNode(t, "").Name, app: testcluster.UniqueName(t, "app")}
+		c.CreateDeployment(t, ns, targets[i].app, int32(pods), pool.Selector())
+	}
+	names := make([]string, count)
+	for i, tg := range targets {
+		c.WaitRunningPods(t, ns, tg.app, tg.node, pods)
+		if maxUnavailable > 0 {
+			c.CreatePDB(t, ns, tg.app, nil, ptr.To(intstr.FromInt32(int32(maxUnavailable))))
+			waitPDBObserved(t, c, ns, tg.app, pods)
+		}
+		tg.pool.AddNode(t, "")
+		names[i] = tg.node
+	}
+	return names
+}
+
+// waitPDBObserved waits until the disruption controller has counted the
+// budget's pods: before that every eviction is refused.
+func waitPDBObserved(t testing.TB, c *testcluster.Cluster, ns, name string, pods int) {
+	testcluster.WaitFor(t, time.Minute, "PDB "+name+" observed", func(ctx context.Context) (bool, error) {
+		pdb := &policyv1.PodDisruptionBudget{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pdb); err != nil {
+			return false, err
+		}
+		return pdb.Status.ObservedGeneration == pdb.Generation && int(pdb.Status.ExpectedPods) == pods && pdb.Status.DisruptionsAllowed > 0, nil
+	})
+}
+
+var runCounter int
+
+// operatorDrain creates one NodeMaintenance per node at once and returns the
+// time until the last is Succeeded, seen through a watch; then it deletes them
+// and waits until they are gone (not timed).
+func operatorDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nodes []string) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	runCounter++
+	run := fmt.Sprintf("r%d-%d", os.Getpid(), runCounter)
+	labels := map[string]string{"bench.nodemaintenance.medik8s.io/run": run}
+	watcher, err := w.Watch(ctx, &nmv1beta1.NodeMaintenanceList{}, client.MatchingLabels(labels))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Stop()
+	nms := make([]*nmv1beta1.NodeMaintenance, len(nodes))
+	for i, n := range nodes {
+		nms[i] = &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "bench-" + n, Labels: labels},
+			Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: n, Reason: "benchmark"}}
+	}
+	start := time.Now()
+	errs := make(chan error, len(nms))
+	for _, nm := range nms {
+		go func() { errs <- c.Client.Create(ctx, nm) }()
+	}
+	for range nms {
+		if err := <-errs; err != nil {
+			t.Fatalf("create NodeMaintenance: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, nm := range nms {
+			_ = c.Client.Delete(context.Background(), nm)
+		}
+		testcluster.WaitFor(t, 5*time.Minute, "the benchmark's NodeMaintenances to go", func(ctx context.Context) (bool, error) {
+			list := &nmv1beta1.NodeMaintenanceList{}
+			if err := c.Client.List(ctx, list, client.MatchingLabels(labels)); err != nil {
+				return false, err
+			}
+			return len(list.Items) == 0, nil
+		})
+	})
+	done := map[string]bool{}
+	for len(done) < len(nms) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d of %d NodeMaintenances Succeeded before the deadline", len(done), len(nms))
+		case ev, ok := <-watcher.ResultChan():
+			if !ok {
+				t.Fatal("the NodeMaintenance watch ended")
+			}
+			if ev.Type == watch.Error {
+				t.Fatalf("NodeMaintenance watch: %v", apierrors.FromObject(ev.Object))
+			}
+			nm, ok := ev.Object.(*nmv1beta1.NodeMaintenance)
+			if !ok {
+				continue
+			}
+			switch nm.Status.Phase {
+			case nmv1beta1.MaintenanceSucceeded:
+				done[nm.Name] = true
+			case nmv1beta1.MaintenanceFailed:
+				t.Fatalf("NodeMaintenance %s Failed: %s", nm.Name, nm.Status.LastError)
+			}
+		}
+	}
+	return time.Since(start)
+}
+
+// limitDrain runs the limit loop on node; its watches start before the clock.
+func limitDrain(t testing.TB, c *testcluster.Cluster, node string) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
+	defer cancelSync()
+	d, err := NewLimitDrainer(syncCtx, c.Clientset, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	start := time.Now()
+	if err := d.Drain(ctx); err != nil {
+		t.Fatalf("limit loop on %s: %v", node, err)
+	}
+	return time.Since(start)
+}
+
+func watchClient(t testing.TB, c *testcluster.Cluster) client.WithWatch {
+	w, err := client.NewWithWatch(c.RESTConfig, client.Options{Scheme: testcluster.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// bulkClient is for populating P5's cluster fast.
+func bulkClient(t testing.TB, c *testcluster.Cluster) kubernetes.Interface {
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.QPS, cfg.Burst = 2000, 4000
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// populate creates nodeCount fake nodes with podsPerNode bare pods bound to
+// each, and waits until every node is Ready and every pod Running.
+func populate(t testing.TB, c *testcluster.Cluster, cs kubernetes.Interface, nodeCount, podsPerNode int) []string {
+	t.Helper()
+	ctx := context.Background()
+	pool := c.NewPool(t)
+	ns := c.Namespace(t)
+	names := make([]string, nodeCount)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-n%04d", pool.Value, i)
+	}
+	parallel(t, 32, nodeCount, func(i int) error {
+		_, err := cs.CoreV1().Nodes().Create(ctx, testcluster.FakeNode(names[i], pool.Selector()), metav1.CreateOptions{})
+		return err
+	})
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: testcluster.PoolLabel + "=" + pool.Value})
+	})
+	testcluster.WaitFor(t, 5*time.Minute, fmt.Sprintf("%d nodes Ready", nodeCount), func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: testcluster.PoolLabel + "=" + pool.Value})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, n := range list.Items {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready == nodeCount, nil
+	})
+	parallel(t, 64, nodeCount*podsPerNode, func(i int) error {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p%06d", i), Labels: map[string]string{"app": "p5"}},
+			Spec: corev1.PodSpec{NodeName: names[i/podsPerNode], TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Containers: []corev1.Container{{Name: "app", Image: testcluster.PauseImage}}},
+		}
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		return err
+	})
+	testcluster.WaitFor(t, 10*time.Minute, fmt.Sprintf("%d pods Running", nodeCount*podsPerNode), func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Running", ResourceVersion: "0"})
+		if err != nil {
+			return false, err
+		}
+		return len(list.Items) == nodeCount*podsPerNode, nil
+	})
+	return names
+}
+
+// parallel runs f(0..n-1) on workers goroutines and fails on the first error.
+func parallel(t testing.TB, workers, n int, f func(i int) error) {
+	t.Helper()
+	next := make(chan int)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(i); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+}
+
+func buildProvider(t testing.TB) string {
+	t.Helper()
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "terraform-provider-nodemaintenance"), ".")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the provider: %v\n%s", err, out)
+	}
+	return dir
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeResults prints the table and writes it to BENCH_RESULTS (default
+// .local/bench/results.md in the checkout).
+func writeResults() {
+	mu.Lock()
+	defer mu.Unlock()
+	if len(rows) == 0 {
+		return
+	}
+	header := fmt.Sprintf("Measured %s on %d cores (%s/%s), %d runs per figure, one local kwokctl cluster.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runs)
+	table := header + Results(rows)
+	fmt.Println("\n" + table)
+	path := os.Getenv("BENCH_RESULTS")
+	if path == "" {
+		root, err := testcluster.RepoRoot()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: results not written:", err)
+			return
+		}
+		path = filepath.Join(root, ".local", "bench", "results.md")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+		err = os.WriteFile(path, []byte(table), 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: results not written:", err)
+			return
+		}
+	}
+	fmt.Println("bench: results written to", path)
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}

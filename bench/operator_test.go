@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
+)
+
+// operatorProcess is the operator binary, built from this checkout and run
+// as a process of its own (as `make run` does), so that its memory, CPU and
+// API requests are its own.
+type operatorProcess struct {
+	bin, dir   string
+	cmd        *exec.Cmd
+	metricsURL string
+	exited     chan struct{}
+}
+
+func startOperator(c *testcluster.Cluster) (*operatorProcess, error) {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "nm-bench-operator-")
+	if err != nil {
+		return nil, err
+	}
+	o := &operatorProcess{bin: filepath.Join(dir, "node-maintenance-operator"), dir: dir}
+	build := exec.Command("go", "build", "-o", o.bin, "./operator/cmd/node-maintenance-operator")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build the operator: %w\n%s", err, out)
+	}
+	return o, o.start(c)
+}
+
+func (o *operatorProcess) start(c *testcluster.Cluster) error {
+	ports := make([]int, 3)
+	for i := range ports {
+		p, err := testoperator.FreePort()
+		if err != nil {
+			return err
+		}
+		ports[i] = p
+	}
+	o.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
+	logFile, err := os.Create(filepath.Join(o.dir, "operator.log"))
+	if err != nil {
+		return err
+	}
+	o.cmd = exec.Command(o.bin, "--kubeconfig", c.KubeconfigPath,
+		"--local-webhook-url", fmt.Sprintf("https://127.0.0.1:%d", ports[0]),
+		"--webhook-port", strconv.Itoa(ports[0]), "--webhook-host", "127.0.0.1",
+		"--webhook-cert-dir", filepath.Join(o.dir, "certs"),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]))
+	o.cmd.Stdout, o.cmd.Stderr = logFile, logFile
+	if err := o.cmd.Start(); err != nil {
+		return err
+	}
+	o.exited = make(chan struct{})
+	go func() { _ = o.cmd.Wait(); logFile.Close(); close(o.exited) }()
+
+	// Ready when the webhook itself refuses a node that does not exist.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		probe := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "bench-readiness-probe"},
+			Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: "no-such-node-bench-probe"}}
+		err := c.Client.Create(context.Background(), probe, client.DryRunAll)
+		if err != nil && strings.Contains(err.Error(), "does not exist") {
+			return nil
+		}
+		select {
+		case <-o.exited:
+			return fmt.Errorf("the operator exited at start; log: %s", filepath.Join(o.dir, "operator.log"))
+		default:
+		}
+		if time.Now().After(deadline) {
+			o.stop()
+			return fmt.Errorf("the operator's webhook did not become ready: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (o *operatorProcess) stop() {
+	if o == nil || o.cmd == nil || o.cmd.Process == nil {
+		return
+	}
+	_ = o.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-o.exited:
+	case <-time.After(30 * time.Second):
+		_ = o.cmd.Process.Kill()
+		<-o.exited
+	}
+}
+
+// rssMB is the resident memory of the process (VmRSS).
+func (o *operatorProcess) rssMB() (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", o.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for pid %d", o.cmd.Process.Pid)
+}
+
+// cpuSeconds is the CPU time the process used so far (user + system).
+func (o *operatorProcess) cpuSeconds() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", o.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses.
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat", o.cmd.Process.Pid)
+	}
+	const clockTicks = 100 // USER_HZ on Linux
+	return (utime + stime) / clockTicks, nil
+}
+
+// requests is the operator's count of API requests so far (client-go's
+// rest_client_requests_total, every code, method and host).
+func (o *operatorProcess) requests() (float64, error) {
+	resp, err := http.Get(o.metricsURL)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	total, found := 0.0, false
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		total, found = total+v, true
+	}
+	if !found {
+		return 0, fmt.Errorf("no rest_client_requests_total at %s", o.metricsURL)
+	}
+	return total, nil
+}

@@ -1,0 +1,51 @@
+package bench
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMedianAndSpread(t *testing.T) {
+	for _, tc := range []struct {
+		values         []float64
+		median, lo, hi float64
+	}{
+		{[]float64{3, 1, 2}, 2, 1, 3},
+		{[]float64{4, 1, 3, 2}, 2.5, 1, 4},
+		{[]float64{7}, 7, 7, 7},
+	} {
+		s := Sample{Values: tc.values}
+		if got := s.Median(); got != tc.median {
+			t.Errorf("median of %v = %v, want %v", tc.values, got, tc.median)
+		}
+		if lo, hi := s.Spread(); lo != tc.lo || hi != tc.hi {
+			t.Errorf("spread of %v = %v–%v, want %v–%v", tc.values, lo, hi, tc.lo, tc.hi)
+		}
+		if tc.values[0] != (Sample{Values: tc.values}).Values[0] {
+			t.Errorf("median sorted the caller's values")
+		}
+	}
+	if !math.IsNaN((Sample{}).Median()) {
+		t.Error("the median of no runs must be NaN, not a number that looks measured")
+	}
+}
+
+func TestResultsTable(t *testing.T) {
+	rows := []Row{
+		{Scenario: "P1", Side: "kubectl drain", Sample: Seconds([]time.Duration{6 * time.Second, 8 * time.Second, 7 * time.Second})},
+		{Scenario: "P1", Side: "operator", Sample: Seconds([]time.Duration{time.Second, 2 * time.Second, 3 * time.Second}), Ratio: 2.0 / 7, Of: "kubectl drain", Max: 0.25},
+		{Scenario: "P5", Side: "RSS", Sample: Sample{Values: []float64{90}, Unit: "MB"}, Max: 150},
+	}
+	out := Results(rows)
+	for _, want := range []string{
+		"| P1 | kubectl drain | 7.000 s | 6.000 s – 8.000 s | 3 |",
+		"| P1 | operator | 2.000 s | 1.000 s – 3.000 s | 3 | 0.29× kubectl drain | ≤ 0.25× | **no** |",
+		"| P5 | RSS | 90.0 MB | 90.0 MB – 90.0 MB | 1 |  | ≤ 150.0 MB | yes |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
