@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,9 +146,17 @@ func BenchmarkP3(b *testing.B) {
 	// The limit loop drains an identical set, all nodes at once: what the
 	// cluster itself allows for that many evictions.
 	var all, limit []time.Duration
+	cpu := map[string][]float64{} // cores each process used during the operator's drain
 	for i := range runs {
 		eachRun(b, fmt.Sprintf("P3/run%d/operator", i), func(t testing.TB) {
-			all = append(all, operatorDrain(t, c, w, prepareNodes(t, c, c.Namespace(t), nodes, pods, 0)))
+			set := prepareNodes(t, c, c.Namespace(t), nodes, pods, 0)
+			before := cpuByProcess(t)
+			d := operatorDrain(t, c, w, set)
+			after := cpuByProcess(t)
+			for _, name := range cpuProcesses {
+				cpu[name] = append(cpu[name], (after[name]-before[name])/d.Seconds())
+			}
+			all = append(all, d)
 		})
 		eachRun(b, fmt.Sprintf("P3/run%d/limit", i), func(t testing.TB) {
 			limit = append(limit, limitDrainAll(t, c, prepareNodes(t, c, c.Namespace(t), nodes, pods, 0)))
@@ -161,6 +170,9 @@ func BenchmarkP3(b *testing.B) {
 		Row{Scenario: "P3", Side: fmt.Sprintf("operator, %d nodes × %d pods at once", nodes, pods), Sample: s,
 			Ratio: s.Median() / l.Median(), Of: "P3 limit loop"},
 	)
+	for _, name := range cpuProcesses {
+		record(Row{Scenario: "P3", Side: "CPU of " + name + " during the operator's drain", Sample: Sample{Values: cpu[name], Unit: "cores"}})
+	}
 	b.ReportMetric(s.Median(), "all-succeeded-s")
 	b.ReportMetric(l.Median(), "limit-s")
 }
@@ -271,6 +283,15 @@ func BenchmarkP5(b *testing.B) {
 			b.Fatal(err)
 		}
 		rss.Values = append(rss.Values, mb)
+	}
+
+	if dir := resultsDir(); dir != "" {
+		heap := filepath.Join(dir, "p5-operator-heap.pprof")
+		if err := op.saveProfile("heap", heap); err != nil {
+			b.Logf("heap profile not saved: %v", err)
+		} else {
+			b.Logf("operator heap profile: go tool pprof -top %s", heap)
+		}
 	}
 
 	perPod := Sample{Unit: "req/pod"}
@@ -466,6 +487,40 @@ func limitDrainAll(t testing.TB, c *testcluster.Cluster, nodes []string) time.Du
 	return time.Since(start)
 }
 
+// cpuProcesses are the processes whose CPU P3 reports: where the time of a
+// large drain goes on this machine.
+var cpuProcesses = []string{"kube-apiserver", "etcd", "kube-controller", "kube-scheduler", "kwok", "node-maintenan"}
+
+// cpuByProcess sums the CPU seconds used so far by the processes of each
+// name (as /proc/PID/comm has them, at most 15 characters).
+func cpuByProcess(t testing.TB) map[string]float64 {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := map[string]float64{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			continue
+		}
+		name := strings.TrimSpace(string(comm))
+		for _, want := range cpuProcesses {
+			if strings.HasPrefix(name, want) {
+				if secs, err := processCPUSeconds(pid); err == nil {
+					sum[want] += secs
+				}
+			}
+		}
+	}
+	return sum
+}
+
 func watchClient(t testing.TB, c *testcluster.Cluster) client.WithWatch {
 	w, err := client.NewWithWatch(c.RESTConfig, client.Options{Scheme: testcluster.Scheme})
 	if err != nil {
@@ -606,12 +661,12 @@ func writeResults() {
 	fmt.Println("\n" + table)
 	path := os.Getenv("BENCH_RESULTS")
 	if path == "" {
-		root, err := testcluster.RepoRoot()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench: results not written:", err)
+		dir := resultsDir()
+		if dir == "" {
+			fmt.Fprintln(os.Stderr, "bench: results not written: no checkout found")
 			return
 		}
-		path = filepath.Join(root, ".local", "bench", "results.md")
+		path = filepath.Join(dir, "results.md")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
 		err = os.WriteFile(path, []byte(table), 0o644)
@@ -621,6 +676,15 @@ func writeResults() {
 		}
 	}
 	fmt.Println("bench: results written to", path)
+}
+
+// resultsDir is .local/bench in the checkout, where results and profiles go.
+func resultsDir() string {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(root, ".local", "bench")
 }
 
 func envInt(name string, def int) int {

@@ -29,6 +29,7 @@ type operatorProcess struct {
 	bin, dir   string
 	cmd        *exec.Cmd
 	metricsURL string
+	pprofURL   string
 	exited     chan struct{}
 }
 
@@ -51,7 +52,7 @@ func startOperator(c *testcluster.Cluster) (*operatorProcess, error) {
 }
 
 func (o *operatorProcess) start(c *testcluster.Cluster) error {
-	ports := make([]int, 3)
+	ports := make([]int, 4)
 	for i := range ports {
 		p, err := testoperator.FreePort()
 		if err != nil {
@@ -60,6 +61,7 @@ func (o *operatorProcess) start(c *testcluster.Cluster) error {
 		ports[i] = p
 	}
 	o.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
+	o.pprofURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[3])
 	logFile, err := os.Create(filepath.Join(o.dir, "operator.log"))
 	if err != nil {
 		return err
@@ -69,7 +71,8 @@ func (o *operatorProcess) start(c *testcluster.Cluster) error {
 		"--webhook-port", strconv.Itoa(ports[0]), "--webhook-host", "127.0.0.1",
 		"--webhook-cert-dir", filepath.Join(o.dir, "certs"),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]))
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[3]))
 	o.cmd.Stdout, o.cmd.Stderr = logFile, logFile
 	if err := o.cmd.Start(); err != nil {
 		return err
@@ -112,6 +115,29 @@ func (o *operatorProcess) stop() {
 	}
 }
 
+// saveProfile writes the operator's profile (heap, profile?seconds=5, ...)
+// to path, for the figures that need one.
+func (o *operatorProcess) saveProfile(name, path string) error {
+	resp, err := http.Get(o.pprofURL + "/" + name)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pprof %s: %s", name, resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}
+
 // rssMB is the resident memory of the process (VmRSS).
 func (o *operatorProcess) rssMB() (float64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", o.cmd.Process.Pid))
@@ -130,8 +156,11 @@ func (o *operatorProcess) rssMB() (float64, error) {
 }
 
 // cpuSeconds is the CPU time the process used so far (user + system).
-func (o *operatorProcess) cpuSeconds() (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", o.cmd.Process.Pid))
+func (o *operatorProcess) cpuSeconds() (float64, error) { return processCPUSeconds(o.cmd.Process.Pid) }
+
+// processCPUSeconds is the CPU time a process used so far (user + system).
+func processCPUSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}
@@ -140,7 +169,7 @@ func (o *operatorProcess) cpuSeconds() (float64, error) {
 	utime, err1 := strconv.ParseFloat(fields[11], 64)
 	stime, err2 := strconv.ParseFloat(fields[12], 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat", o.cmd.Process.Pid)
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
 	const clockTicks = 100 // USER_HZ on Linux
 	return (utime + stime) / clockTicks, nil

@@ -56,6 +56,8 @@ func init() {
 type Options struct {
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
+	// PprofBindAddress serves Go's /debug/pprof profiles there; empty or 0: off.
+	PprofBindAddress string
 	LeaderElect            bool
 	LeaderElectionID       string
 	// Namespace the operator runs in (leader election, webhook certificate secret).
@@ -145,6 +147,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 
 	byObject := map[client.Object]cache.ByObject{
 		&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{lease.Namespace: {}}},
+		// Every pod of the cluster is cached: keep only what a drain reads.
+		&corev1.Pod{}: {Transform: SlimPod},
 	}
 	if o.Namespace != "" {
 		byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{o.Namespace: {}}}
@@ -153,6 +157,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Scheme:                  Scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsBindAddress},
 		HealthProbeBindAddress:  o.HealthProbeBindAddress,
+		PprofBindAddress:        o.PprofBindAddress,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        o.LeaderElectionID,
 		LeaderElectionNamespace: o.Namespace,

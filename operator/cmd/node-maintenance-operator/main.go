@@ -19,6 +19,7 @@ func main() {
 	var o manager.Options
 	flag.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	flag.StringVar(&o.PprofBindAddress, "pprof-bind-address", "", "Address Go's /debug/pprof profiles are served on (e.g. 127.0.0.1:6060); empty: off.")
 	flag.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
 	flag.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "Namespace the operator runs in (leader election, webhook certificate secret).")
 	flag.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port the validating webhook listens on.")
