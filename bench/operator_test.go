@@ -177,7 +177,10 @@ func processCPUSeconds(pid int) (float64, error) {
 
 // requests is the operator's count of API requests so far (client-go's
 // rest_client_requests_total, every code, method and host).
-func (o *operatorProcess) requests() (float64, error) {
+func (o *operatorProcess) requests() (float64, error) { return o.metric("rest_client_requests_total") }
+
+// metric sums the samples of one metric of the operator's Prometheus endpoint.
+func (o *operatorProcess) metric(name string) (float64, error) {
 	resp, err := http.Get(o.metricsURL)
 	if err != nil {
 		return 0, err
@@ -189,7 +192,7 @@ func (o *operatorProcess) requests() (float64, error) {
 	}
 	total, found := 0.0, false
 	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
@@ -199,7 +202,7 @@ func (o *operatorProcess) requests() (float64, error) {
 		total, found = total+v, true
 	}
 	if !found {
-		return 0, fmt.Errorf("no rest_client_requests_total at %s", o.metricsURL)
+		return 0, fmt.Errorf("no %s at %s", name, o.metricsURL)
 	}
 	return total, nil
 }
