@@ -285,8 +285,12 @@ func BenchmarkP5(b *testing.B) {
 		rss.Values = append(rss.Values, mb)
 	}
 
+	peak, err := op.peakRSSMB()
+	if err != nil {
+		b.Fatal(err)
+	}
 	// Where the resident memory goes, from the Go runtime's own accounting.
-	memRows := []Row{}
+	memRows := []Row{{Scenario: "P5", Side: "operator peak RSS since start (VmHWM)", Sample: Sample{Values: []float64{peak}, Unit: "MB"}}}
 	for _, m := range []struct{ metric, what string }{
 		{"go_memstats_heap_inuse_bytes", "Go heap in use"},
 		{"go_memstats_heap_idle_bytes", "Go heap idle (not yet released: go_memstats_heap_released_bytes of it)"},

@@ -139,7 +139,14 @@ func (o *operatorProcess) saveProfile(name, path string) error {
 }
 
 // rssMB is the resident memory of the process (VmRSS).
-func (o *operatorProcess) rssMB() (float64, error) {
+func (o *operatorProcess) rssMB() (float64, error) { return o.statusMB("VmRSS") }
+
+// peakRSSMB is the largest the resident memory has been (VmHWM): what a
+// container memory limit must allow.
+func (o *operatorProcess) peakRSSMB() (float64, error) { return o.statusMB("VmHWM") }
+
+// statusMB reads one kB field of /proc/PID/status, in MB.
+func (o *operatorProcess) statusMB(field string) (float64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", o.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
@@ -147,12 +154,12 @@ func (o *operatorProcess) rssMB() (float64, error) {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(s.Text(), field+":"); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
 			return kb / 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", o.cmd.Process.Pid)
+	return 0, fmt.Errorf("no %s for pid %d", field, o.cmd.Process.Pid)
 }
 
 // cpuSeconds is the CPU time the process used so far (user + system).
