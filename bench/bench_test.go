@@ -263,6 +263,12 @@ func BenchmarkP5(b *testing.B) {
 	if err := op.start(c); err != nil {
 		b.Fatal(err)
 	}
+	if dir := resultsDir(); dir != "" {
+		// What is held the moment the webhook answers, caches just synced.
+		if err := op.saveProfile("heap?gc=1", filepath.Join(dir, "p5-operator-heap-at-start.pprof")); err != nil {
+			b.Logf("heap profile at start not saved: %v", err)
+		}
+	}
 	time.Sleep(5 * time.Second) // settle after the initial lists
 	rss := Sample{Unit: "MB"}
 	cpu := Sample{Unit: "cores"}
