@@ -110,7 +110,7 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 				t.Fatalf("kubectl drain %s: %v\n%s", nodes[1], err, out)
 			}
 
-			limitT = append(limitT, limitDrain(t, c, nodes[2]))
+			limitT = append(limitT, limitDrainAll(t, c, nodes[2:]))
 		})
 	}
 	kube, limit, opS := Seconds(kubectlT), Seconds(limitT), Seconds(opT)
@@ -212,13 +212,9 @@ resource "nodemaintenance" "this" {
 }
 `, c.KubeconfigPath, nodes[1]))
 			rc := filepath.Join(dir, "cli.tfrc")
-			writeFile(t, rc, fmt.Sprintf(`provider_installation {
-  dev_overrides {
-    "registry.opentofu.org/nodemaintenance/nodemaintenance" = %q
-  }
-  direct {}
-}
-`, providerDir))
+			if err := testcluster.WriteDevOverrides(rc, providerDir); err != nil {
+				t.Fatal(err)
+			}
 			env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
 			tf := func(args ...string) (time.Duration, error) {
 				cmd := exec.Command(tofu, args...)
@@ -466,27 +462,8 @@ func operatorDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nod
 	return time.Since(start)
 }
 
-// limitDrain runs the limit loop on node; its watches start before the clock.
-func limitDrain(t testing.TB, c *testcluster.Cluster, node string) time.Duration {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
-	defer cancelSync()
-	d, err := NewLimitDrainer(syncCtx, c.Clientset, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	start := time.Now()
-	if err := d.Drain(ctx); err != nil {
-		t.Fatalf("limit loop on %s: %v", node, err)
-	}
-	return time.Since(start)
-}
-
 // limitDrainAll runs the limit loop on all nodes at once and returns the
-// time until the last is empty.
+// time until the last is empty; the watches start before the clock.
 func limitDrainAll(t testing.TB, c *testcluster.Cluster, nodes []string) time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -655,15 +632,9 @@ func parallel(t testing.TB, workers, n int, f func(i int) error) {
 
 func buildProvider(t testing.TB) string {
 	t.Helper()
-	root, err := testcluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "terraform-provider-nodemaintenance"), ".")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the provider: %v\n%s", err, out)
+	if err := testcluster.Build(".", filepath.Join(dir, "terraform-provider-nodemaintenance")); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }

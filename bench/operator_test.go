@@ -14,10 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 )
@@ -34,19 +30,13 @@ type operatorProcess struct {
 }
 
 func startOperator(c *testcluster.Cluster) (*operatorProcess, error) {
-	root, err := testcluster.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
 	dir, err := os.MkdirTemp("", "nm-bench-operator-")
 	if err != nil {
 		return nil, err
 	}
 	o := &operatorProcess{bin: filepath.Join(dir, "node-maintenance-operator"), dir: dir}
-	build := exec.Command("go", "build", "-o", o.bin, "./operator/cmd/node-maintenance-operator")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build the operator: %w\n%s", err, out)
+	if err := testcluster.Build("./operator/cmd/node-maintenance-operator", o.bin); err != nil {
+		return nil, err
 	}
 	return o, o.start(c)
 }
@@ -80,13 +70,10 @@ func (o *operatorProcess) start(c *testcluster.Cluster) error {
 	o.exited = make(chan struct{})
 	go func() { _ = o.cmd.Wait(); logFile.Close(); close(o.exited) }()
 
-	// Ready when the webhook itself refuses a node that does not exist.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		probe := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "bench-readiness-probe"},
-			Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: "no-such-node-bench-probe"}}
-		err := c.Client.Create(context.Background(), probe, client.DryRunAll)
-		if err != nil && strings.Contains(err.Error(), "does not exist") {
+		err := testoperator.WebhookAnswers(context.Background(), c)
+		if err == nil {
 			return nil
 		}
 		select {

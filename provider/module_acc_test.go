@@ -162,18 +162,8 @@ var (
 func providerBinary(t *testing.T) string {
 	t.Helper()
 	providerBinaryOnce.Do(func() {
-		root, err := testcluster.RepoRoot()
-		if err != nil {
-			providerBinaryErr = err
-			return
-		}
-		if providerBinaryDir, providerBinaryErr = os.MkdirTemp("", "nm-provider-bin-"); providerBinaryErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(providerBinaryDir, "terraform-provider-nodemaintenance"), ".")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			providerBinaryErr = fmt.Errorf("build the provider: %w\n%s", err, out)
+		if providerBinaryDir, providerBinaryErr = os.MkdirTemp("", "nm-provider-bin-"); providerBinaryErr == nil {
+			providerBinaryErr = testcluster.Build(".", filepath.Join(providerBinaryDir, "terraform-provider-nodemaintenance"))
 		}
 	})
 	if providerBinaryErr != nil {
@@ -193,14 +183,7 @@ func newCLIRun(t *testing.T, dir string) *cliRun {
 	t.Helper()
 	bin := providerBinary(t)
 	rc := filepath.Join(t.TempDir(), "cli.tfrc")
-	if err := os.WriteFile(rc, []byte(fmt.Sprintf(`provider_installation {
-  dev_overrides {
-    "registry.terraform.io/nodemaintenance/nodemaintenance" = %q
-    "registry.opentofu.org/nodemaintenance/nodemaintenance" = %q
-  }
-  direct {}
-}
-`, bin, bin)), 0o644); err != nil {
+	if err := testcluster.WriteDevOverrides(rc, bin); err != nil {
 		t.Fatal(err)
 	}
 	return &cliRun{cli: os.Getenv("TF_ACC_TERRAFORM_PATH"), dir: dir, env: append(os.Environ(),

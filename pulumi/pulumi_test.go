@@ -83,11 +83,7 @@ func bridgedProvider() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("go", "build", "-o", dir, "./cmd/"+providerBinary)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w\n%s", providerBinary, err, out)
-	}
-	return dir, nil
+	return dir, testcluster.Build("./cmd/"+providerBinary, dir)
 }
 
 // The example program, end to end: up drains node02 and exports the phase,

@@ -70,3 +70,34 @@ func command(name string, args ...string) (*exec.Cmd, error) {
 	}
 	return exec.Command(path, args...), nil
 }
+
+// Build builds a package of the module under test (a path relative to its
+// go.mod, e.g. "." or "./operator/cmd/node-maintenance-operator") into out,
+// as `go build -o out pkg` in the module root.
+func Build(pkg, out string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// WriteDevOverrides writes a Terraform/OpenTofu CLI configuration to path
+// that takes the nodemaintenance provider, under both registries' addresses,
+// from the terraform-provider-nodemaintenance binary in providerDir (use it
+// as TF_CLI_CONFIG_FILE; no init needed for the provider).
+func WriteDevOverrides(path, providerDir string) error {
+	return os.WriteFile(path, []byte(fmt.Sprintf(`provider_installation {
+  dev_overrides {
+    "registry.terraform.io/nodemaintenance/nodemaintenance" = %q
+    "registry.opentofu.org/nodemaintenance/nodemaintenance" = %q
+  }
+  direct {}
+}
+`, providerDir, providerDir)), 0o644)
+}

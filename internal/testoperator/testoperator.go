@@ -70,13 +70,10 @@ func Start(c *testcluster.Cluster, o manager.Options) (*Operator, error) {
 	}
 	run := &Operator{cancel: cancel, done: make(chan error, 1), MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)}
 	go func() { run.done <- mgr.Start(ctx) }()
-	// Ready when the webhook answers: a dry-run create for a node that does not
-	// exist is refused by the webhook itself, not by a connection error.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		probe := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "readiness-probe"}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: "no-such-node-readiness-probe"}}
-		err := c.Client.Create(context.Background(), probe, client.DryRunAll)
-		if err != nil && strings.Contains(err.Error(), "does not exist") {
+		err := WebhookAnswers(context.Background(), c)
+		if err == nil {
 			return run, nil
 		}
 		if time.Now().After(deadline) {
@@ -85,6 +82,21 @@ func Start(c *testcluster.Cluster, o manager.Options) (*Operator, error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// WebhookAnswers returns nil when the operator's webhook serves: a dry-run
+// create for a node that does not exist is refused by the webhook itself, not
+// by a connection error. Otherwise it returns the answer the create got.
+func WebhookAnswers(ctx context.Context, c *testcluster.Cluster) error {
+	probe := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "readiness-probe"}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: "no-such-node-readiness-probe"}}
+	err := c.Client.Create(ctx, probe, client.DryRunAll)
+	if err != nil && strings.Contains(err.Error(), "does not exist") {
+		return nil
+	}
+	if err == nil {
+		return fmt.Errorf("a NodeMaintenance for a node that does not exist was admitted: no webhook in the way")
+	}
+	return err
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
