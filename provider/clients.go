@@ -1,11 +1,18 @@
 package provider
 
 import (
+	"bytes"
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -16,6 +23,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
@@ -35,6 +43,11 @@ type clients struct {
 	kube client.WithWatch
 	// cluster names the cluster in messages ("https://127.0.0.1:6443 (context kind)").
 	cluster string
+	// execPlugin is the credential plugin in use, if any, and
+	// execStderr what it wrote to stderr when it failed (see pluginStderr).
+	execPlugin     *clientcmdapi.ExecConfig
+	execStderrOnce sync.Once
+	execStderr     string
 }
 
 func newClients(cfg *rest.Config, version, cluster string) (*clients, error) {
@@ -46,7 +59,7 @@ func newClients(cfg *rest.Config, version, cluster string) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{kube: c, cluster: cluster}, nil
+	return &clients{kube: c, cluster: cluster, execPlugin: cfg.ExecProvider}, nil
 }
 
 // configuredClients turns provider data into clients, or explains why there
@@ -87,14 +100,29 @@ func addProblems(diags *diag.Diagnostics, problems []kubeconfig.Problem) {
 func (c *clients) apiError(diags *diag.Diagnostics, summary, what string, err error) {
 	var urlErr *url.Error
 	var netErr net.Error
+	var tlsErr *tls.CertificateVerificationError
 	switch {
+	case isExecFailure(err):
+		diags.AddError("Kubernetes Credential Plugin Failed",
+			fmt.Sprintf("%s failed: the exec credential plugin could not get credentials for %s: %v%s\n\nFix what the plugin "+
+				"reports (often: log in again), or check the exec block (or the exec section of the kubeconfig user).",
+				what, c.cluster, err, c.pluginStderr()))
+	case errors.As(err, &tlsErr):
+		diags.AddError("Cannot Verify the API Server's Certificate",
+			fmt.Sprintf("%s failed: the certificate of the API server at %s is not trusted: %v\n\nSet cluster_ca_certificate "+
+				"(or the kubeconfig's certificate-authority-data) to the CA that signed the API server's certificate, and "+
+				"tls_server_name if the certificate is for another name.", what, c.cluster, tlsErr))
 	case errors.As(err, &urlErr) || errors.As(err, &netErr):
 		diags.AddError("Cannot Reach the Kubernetes Cluster",
 			fmt.Sprintf("%s failed: the API server at %s did not answer: %v\n\nCheck the provider's cluster settings "+
 				"(config_path, host, KUBECONFIG) and that the cluster is up.", what, c.cluster, err))
 	case apierrors.IsUnauthorized(err):
 		diags.AddError("Kubernetes Refused the Credentials",
-			fmt.Sprintf("%s failed: the API server at %s did not accept the provider's credentials (expired or wrong token or certificate?): %v", what, c.cluster, err))
+			fmt.Sprintf("%s failed: the API server at %s did not accept the provider's credentials (expired or wrong token or certificate?): %v\n\n"+
+				"Check token, exec, client_certificate and client_key, or the user of the kubeconfig context.", what, c.cluster, err))
+	case apierrors.IsAlreadyExists(err):
+		diags.AddError(summary, fmt.Sprintf("%s failed: %s.\n\nAn object of that name exists in the cluster but not in this "+
+			"Terraform state: import it (terraform import) to manage it, or choose another name.", what, apiMessage(err)))
 	case apierrors.IsForbidden(err) && !isAdmissionDenial(err):
 		diags.AddError("Not Allowed by Kubernetes RBAC",
 			fmt.Sprintf("%s failed: %v\n\nThe provider's identity needs get, list, watch, create, update, patch and delete on "+
@@ -128,4 +156,45 @@ func isNoMatch(err error) bool {
 	}
 	return meta.IsNoMatchError(err) || strings.Contains(err.Error(), "no matches for") ||
 		apierrors.IsNotFound(err) && strings.Contains(err.Error(), "the server could not find the requested resource")
+}
+
+// isExecFailure is client-go's error when the exec credential plugin fails
+// ("getting credentials: exec: executable ... failed with exit code 1"). It
+// wraps it with %v, so only the text is left to recognise.
+func isExecFailure(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "getting credentials: exec")
+}
+
+// pluginStderr is what the failing credential plugin says about why. client-go
+// sends the plugin's stderr to the provider's own stderr, which Terraform
+// only writes to its debug log, so the provider runs the plugin once more
+// (at most once per run, 10 seconds, no stdin) to capture it.
+func (c *clients) pluginStderr() string {
+	if c.execPlugin == nil {
+		return ""
+	}
+	c.execStderrOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e := c.execPlugin
+		cmd := exec.CommandContext(ctx, e.Command, e.Args...)
+		cmd.Env = os.Environ()
+		for _, v := range e.Env {
+			cmd.Env = append(cmd.Env, v.Name+"="+v.Value)
+		}
+		cmd.Env = append(cmd.Env, fmt.Sprintf(`KUBERNETES_EXEC_INFO={"kind":"ExecCredential","apiVersion":%q,"spec":{"interactive":false}}`, e.APIVersion))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if cmd.Run() == nil {
+			return
+		}
+		out := strings.TrimSpace(stderr.String())
+		if len(out) > 2000 {
+			out = "..." + out[len(out)-2000:]
+		}
+		if out != "" {
+			c.execStderr = "\n\nThe plugin's error output:\n" + out
+		}
+	})
+	return c.execStderr
 }

@@ -66,13 +66,19 @@ func (r *NodeMaintenanceResource) Schema(ctx context.Context, _ resource.SchemaR
 		"id": schema.StringAttribute{Computed: true, MarkdownDescription: "Name of the NodeMaintenance.",
 			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 		"name": schema.StringAttribute{Optional: true, Computed: true,
-			MarkdownDescription: "Name of the NodeMaintenance object. Defaults to `maintain-<node_name>`. Changing it replaces the resource.",
-			PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace(), stringplanmodifier.UseStateForUnknown()}},
+			MarkdownDescription: "Name of the NodeMaintenance object: a DNS-1123 subdomain (at most 253 lowercase letters, digits, `-` and `.`). " +
+				"Defaults to `maintain-<node_name>`. Changing it replaces the resource.",
+			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace(), stringplanmodifier.UseStateForUnknown()},
+			Validators:    maintenanceNameValidators},
 		"node_name": schema.StringAttribute{Required: true,
-			MarkdownDescription: "Node to put into maintenance. Changing it replaces the resource: the old node is restored, then the new one drained.",
-			PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+			MarkdownDescription: "Node to put into maintenance: the name of an existing node, a DNS-1123 subdomain of 1 to 253 lowercase " +
+				"letters, digits, `-` and `.`. Changing it replaces the resource: the old node is restored, then the new one drained.",
+			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			Validators:    nodeNameValidators},
 		"reason": schema.StringAttribute{Optional: true,
-			MarkdownDescription: "Why the node is in maintenance (free text, at most 1024 characters). Updated in place."},
+			MarkdownDescription: "Why the node is in maintenance: free text of at most 1024 characters (counted as characters, not bytes, " +
+				"like the CRD's `spec.reason`). Updated in place.",
+			Validators: reasonValidators},
 	}
 	for name, desc := range statusDescriptions {
 		attrs[name] = computedStatusAttribute(name, desc)

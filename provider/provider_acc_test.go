@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -334,33 +333,4 @@ func stealLeaseOnceDraining(t *testing.T, c *testcluster.Cluster, name, node str
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// Configuration that cannot work is a clear diagnostic on the attribute.
-func TestAccProviderMisconfiguration(t *testing.T) {
-	eachCLI(t, func(t *testing.T, c *testcluster.Cluster) {
-		missing := t.TempDir() + "/nope.yaml"
-		tests := []struct {
-			name, provider string
-			want           *regexp.Regexp
-		}{
-			{"unreadable kubeconfig", fmt.Sprintf(`config_path = %q`, missing), regexp.MustCompile(`(?s)config_path.*nope\.yaml`)},
-			{"unknown context", fmt.Sprintf("config_path = %q\n  config_context = \"nowhere\"", c.KubeconfigPath), regexp.MustCompile(`(?s)config_context.*nowhere`)},
-			{"token and exec", "host = \"https://127.0.0.1:1\"\n  token = \"abc123\"\n  exec {\n    api_version = \"client.authentication.k8s.io/v1\"\n    command = \"true\"\n  }", regexp.MustCompile(`(?s)exec`)},
-			{"unreachable cluster", "host = \"https://127.0.0.1:1\"\n  insecure = true\n  token = \"abc123\"", regexp.MustCompile(`(?s)Cannot Reach the Kubernetes Cluster.*127\.0\.0\.1:1`)},
-		}
-		for _, tt := range tests {
-			t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
-				resource.Test(t, resource.TestCase{
-					ProtoV6ProviderFactories: providerFactories,
-					Steps: []resource.TestStep{{
-						Config: fmt.Sprintf("provider \"nodemaintenance\" {\n  %s\n}\n", tt.provider) + `
-data "nodemaintenance_list" "all" {}
-`,
-						ExpectError: tt.want,
-					}},
-				})
-			})
-		}
-	})
 }

@@ -1,0 +1,222 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+)
+
+// Plan-time checks for values the cluster would refuse anyway. Refusing them
+// in the plan names the attribute and the value, and nothing is sent to the
+// cluster. The limits are the CRD's and the operator's: the CRD's
+// spec.nodeName (1 to 253 characters), the webhook's ValidateNodeName (a
+// DNS-1123 subdomain, checked with the same apimachinery function: importing
+// operator/webhook would link controller-runtime's manager and webhook
+// server into the provider), and nmv1beta1.MaxReasonLength.
+
+var (
+	_ resource.ResourceWithConfigValidators = &NodeMaintenanceResource{}
+	_ resource.ResourceWithConfigValidators = &OperatorResource{}
+)
+
+// ConfigValidators of the nodemaintenance resource.
+func (r *NodeMaintenanceResource) ConfigValidators(context.Context) []resource.ConfigValidator {
+	return []resource.ConfigValidator{positiveTimeouts{"create", "delete"}}
+}
+
+// ConfigValidators of the nodemaintenance_operator resource.
+func (r *OperatorResource) ConfigValidators(context.Context) []resource.ConfigValidator {
+	return []resource.ConfigValidator{positiveTimeouts{"create", "update", "delete"}}
+}
+
+// Validators wired into the schemas; named here so the schema files need no
+// validator imports.
+var (
+	nodeNameValidators        = []validator.String{kubernetesName{"node"}}
+	maintenanceNameValidators = []validator.String{kubernetesName{"NodeMaintenance"}}
+	reasonValidators          = []validator.String{reasonLength{}}
+	namespaceValidators       = []validator.String{namespaceName{}}
+	quantityValidators        = []validator.String{quantity{}}
+	maxUnavailableValidators  = []validator.String{maxUnavailable{}}
+	replicasValidators        = []validator.Int64{int64validator.AtLeast(0)}
+	webhookURLValidators      = []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("webhook_ca_bundle"))}
+	webhookCAValidators       = []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("webhook_url"))}
+)
+
+// kubernetesName accepts a DNS-1123 subdomain: the name of a Node or of a
+// NodeMaintenance (what `kubectl get nodes` shows).
+type kubernetesName struct{ what string }
+
+func (v kubernetesName) Description(context.Context) string {
+	return fmt.Sprintf("must be the name of a %s: 1 to %d lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
+		v.what, validation.DNS1123SubdomainMaxLength)
+}
+
+func (v kubernetesName) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v kubernetesName) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	name := req.ConfigValue.ValueString()
+	switch n := len(name); {
+	case n == 0:
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+titleCase(v.what)+" Name",
+			fmt.Sprintf("%s is empty. Set it to the name of a %s, as `kubectl get nodes` or `kubectl get nm` shows it.", req.Path, v.what))
+	case n > validation.DNS1123SubdomainMaxLength:
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+titleCase(v.what)+" Name",
+			fmt.Sprintf("%s is %d characters long; the name of a %s has at most %d.",
+				req.Path, n, v.what, validation.DNS1123SubdomainMaxLength))
+	default:
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+titleCase(v.what)+" Name",
+				fmt.Sprintf("%s %q is not a valid %s name: %s.", req.Path, name, v.what, strings.Join(errs, "; ")))
+		}
+	}
+}
+
+// namespaceName accepts a DNS-1123 label, the name of a Namespace.
+type namespaceName struct{}
+
+func (namespaceName) Description(context.Context) string {
+	return fmt.Sprintf("must be a namespace name: 1 to %d lowercase letters, digits and '-', starting and ending with a letter or digit",
+		validation.DNS1123LabelMaxLength)
+}
+
+func (v namespaceName) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (namespaceName) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	name := req.ConfigValue.ValueString()
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Namespace Name",
+			fmt.Sprintf("%s %q is not a valid namespace name: %s.", req.Path, name, strings.Join(errs, "; ")))
+	}
+}
+
+// reasonLength bounds the reason as the CRD does: in characters, not bytes,
+// so that 1024 characters of Chinese fit as well as 1024 of English.
+type reasonLength struct{}
+
+func (reasonLength) Description(context.Context) string {
+	return fmt.Sprintf("must be at most %d characters", nmv1beta1.MaxReasonLength)
+}
+
+func (v reasonLength) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (reasonLength) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if n := utf8.RuneCountInString(req.ConfigValue.ValueString()); n > nmv1beta1.MaxReasonLength {
+		resp.Diagnostics.AddAttributeError(req.Path, "Reason Too Long",
+			fmt.Sprintf("%s is %d characters long; a NodeMaintenance reason has at most %d characters. Shorten it, "+
+				"for example to a ticket number and a summary.", req.Path, n, nmv1beta1.MaxReasonLength))
+	}
+}
+
+// quantity accepts a non-negative Kubernetes quantity such as 100m or 128Mi.
+type quantity struct{}
+
+func (quantity) Description(context.Context) string {
+	return "must be a Kubernetes quantity, such as 100m (CPU) or 128Mi (memory)"
+}
+
+func (v quantity) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (quantity) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	q, err := k8sresource.ParseQuantity(s)
+	switch {
+	case err != nil:
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Quantity",
+			fmt.Sprintf("%s %q is not a Kubernetes quantity (like 100m for CPU or 128Mi for memory): %v.", req.Path, s, err))
+	case q.Sign() < 0:
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Quantity",
+			fmt.Sprintf("%s %q is negative; container requests and limits must be zero or more.", req.Path, s))
+	}
+}
+
+// maxUnavailable accepts what the operator's --max-unavailable accepts (see
+// webhook.MaxUnavailableNodes): a count of nodes or a percentage, neither
+// negative.
+type maxUnavailable struct{}
+
+func (maxUnavailable) Description(context.Context) string {
+	return "must be a number of nodes (2) or a percentage of all nodes (20%), not negative"
+}
+
+func (v maxUnavailable) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (maxUnavailable) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	v := intstr.Parse(s)
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, 100, false)
+	// A huge percentage overflows in the scaling; like the operator, only a
+	// minus sign makes a percentage negative.
+	negative := n < 0 && (v.Type == intstr.Int || strings.HasPrefix(v.StrVal, "-"))
+	if err != nil || negative {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Max Unavailable",
+			fmt.Sprintf("%s %q is not a number of nodes (like \"2\") or a percentage of all nodes (like \"20%%\"), zero or more. "+
+				"The operator would refuse to start with it.", req.Path, s))
+	}
+}
+
+// positiveTimeouts refuses a zero or negative duration in the timeouts
+// block. The timeouts package accepts any Go duration ("-1.5h" among its
+// examples), and a wait that has already expired gives up right after the
+// change is made.
+type positiveTimeouts []string
+
+func (positiveTimeouts) Description(context.Context) string {
+	return "timeouts must be positive durations"
+}
+
+func (v positiveTimeouts) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v positiveTimeouts) ValidateResource(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	for _, name := range v {
+		p := path.Root("timeouts").AtName(name)
+		var s types.String
+		if diags := req.Config.GetAttribute(ctx, p, &s); diags.HasError() || s.IsNull() || s.IsUnknown() {
+			continue
+		}
+		d, err := time.ParseDuration(s.ValueString())
+		if err != nil || d > 0 {
+			// Unparseable durations are reported by the timeouts package.
+			continue
+		}
+		resp.Diagnostics.AddAttributeError(p, "Invalid Timeout",
+			fmt.Sprintf("%s is %q, which is not a positive duration: the provider would stop waiting as soon as it started. "+
+				"Use a duration such as \"20m\", or remove it for the default.", p, s.ValueString()))
+	}
+}
+
+func titleCase(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
