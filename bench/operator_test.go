@@ -2,110 +2,43 @@ package bench
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 )
 
-// operatorProcess is the operator binary, built from this checkout and run
-// as a process of its own (as `make run` does), so that its memory, CPU and
-// API requests are its own.
-type operatorProcess struct {
-	bin, dir   string
-	cmd        *exec.Cmd
-	metricsURL string
-	pprofURL   string
-	exited     chan struct{}
-}
+// operatorProcess is the operator binary run as a process of its own, so
+// that its memory, CPU and API requests are its own.
+type operatorProcess struct{ *testoperator.Process }
 
 func startOperator(c *testcluster.Cluster) (*operatorProcess, error) {
-	dir, err := os.MkdirTemp("", "nm-bench-operator-")
+	p, err := testoperator.BuildProcess()
 	if err != nil {
 		return nil, err
 	}
-	o := &operatorProcess{bin: filepath.Join(dir, "node-maintenance-operator"), dir: dir}
-	if err := testcluster.Build("./operator/cmd/node-maintenance-operator", o.bin); err != nil {
-		return nil, err
-	}
+	o := &operatorProcess{p}
 	return o, o.start(c)
 }
 
-func (o *operatorProcess) start(c *testcluster.Cluster) error {
-	ports := make([]int, 4)
-	for i := range ports {
-		p, err := testoperator.FreePort()
-		if err != nil {
-			return err
-		}
-		ports[i] = p
-	}
-	o.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
-	o.pprofURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[3])
-	logFile, err := os.Create(filepath.Join(o.dir, "operator.log"))
-	if err != nil {
-		return err
-	}
-	o.cmd = exec.Command(o.bin, "--kubeconfig", c.KubeconfigPath,
-		"--local-webhook-url", fmt.Sprintf("https://127.0.0.1:%d", ports[0]),
-		"--webhook-port", strconv.Itoa(ports[0]), "--webhook-host", "127.0.0.1",
-		"--webhook-cert-dir", filepath.Join(o.dir, "certs"),
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
-		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[3]))
-	o.cmd.Stdout, o.cmd.Stderr = logFile, logFile
-	if err := o.cmd.Start(); err != nil {
-		return err
-	}
-	o.exited = make(chan struct{})
-	go func() { _ = o.cmd.Wait(); logFile.Close(); close(o.exited) }()
-
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		err := testoperator.WebhookAnswers(context.Background(), c)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-o.exited:
-			return fmt.Errorf("the operator exited at start; log: %s", filepath.Join(o.dir, "operator.log"))
-		default:
-		}
-		if time.Now().After(deadline) {
-			o.stop()
-			return fmt.Errorf("the operator's webhook did not become ready: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
+func (o *operatorProcess) start(c *testcluster.Cluster) error { return o.Start(c) }
 
 func (o *operatorProcess) stop() {
-	if o == nil || o.cmd == nil || o.cmd.Process == nil {
-		return
-	}
-	_ = o.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-o.exited:
-	case <-time.After(30 * time.Second):
-		_ = o.cmd.Process.Kill()
-		<-o.exited
+	if o != nil {
+		o.Stop()
 	}
 }
 
 // saveProfile writes the operator's profile (heap, profile?seconds=5, ...)
 // to path, for the figures that need one.
 func (o *operatorProcess) saveProfile(name, path string) error {
-	resp, err := http.Get(o.pprofURL + "/" + name)
+	resp, err := http.Get(o.PprofURL + "/" + name)
 	if err != nil {
 		return err
 	}
@@ -134,7 +67,7 @@ func (o *operatorProcess) peakRSSMB() (float64, error) { return o.statusMB("VmHW
 
 // statusMB reads one kB field of /proc/PID/status, in MB.
 func (o *operatorProcess) statusMB(field string) (float64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", o.cmd.Process.Pid))
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", o.Pid()))
 	if err != nil {
 		return 0, err
 	}
@@ -146,11 +79,11 @@ func (o *operatorProcess) statusMB(field string) (float64, error) {
 			return kb / 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no %s for pid %d", field, o.cmd.Process.Pid)
+	return 0, fmt.Errorf("no %s for pid %d", field, o.Pid())
 }
 
 // cpuSeconds is the CPU time the process used so far (user + system).
-func (o *operatorProcess) cpuSeconds() (float64, error) { return processCPUSeconds(o.cmd.Process.Pid) }
+func (o *operatorProcess) cpuSeconds() (float64, error) { return processCPUSeconds(o.Pid()) }
 
 // processCPUSeconds is the CPU time a process used so far (user + system).
 func processCPUSeconds(pid int) (float64, error) {
@@ -175,7 +108,7 @@ func (o *operatorProcess) requests() (float64, error) { return o.metric("rest_cl
 
 // metric sums the samples of one metric of the operator's Prometheus endpoint.
 func (o *operatorProcess) metric(name string) (float64, error) {
-	resp, err := http.Get(o.metricsURL)
+	resp, err := http.Get(o.MetricsURL)
 	if err != nil {
 		return 0, err
 	}
@@ -196,7 +129,7 @@ func (o *operatorProcess) metric(name string) (float64, error) {
 		total, found = total+v, true
 	}
 	if !found {
-		return 0, fmt.Errorf("no %s at %s", name, o.metricsURL)
+		return 0, fmt.Errorf("no %s at %s", name, o.MetricsURL)
 	}
 	return total, nil
 }

@@ -127,6 +127,12 @@ func (c *clients) apiError(diags *diag.Diagnostics, summary, what string, err er
 		diags.AddError("Not Allowed by Kubernetes RBAC",
 			fmt.Sprintf("%s failed: %v\n\nThe provider's identity needs get, list, watch, create, update, patch and delete on "+
 				"nodemaintenances.nodemaintenance.medik8s.io.", what, err))
+	case isWebhookUnreachable(err):
+		diags.AddError("NodeMaintenance Webhook Unreachable",
+			fmt.Sprintf("%s failed: the API server could not call the node-maintenance operator's validating webhook, "+
+				"so it refused the request and nothing was changed: %s\n\nCheck that the operator is running and ready "+
+				"(for example `kubectl -n node-maintenance-operator get pods`) and that the API server can reach its webhook "+
+				"Service, then run the command again. Deleting a NodeMaintenance does not need the webhook.", what, apiMessage(err)))
 	case isNoMatch(err):
 		diags.AddError("NodeMaintenance CRD Not Installed",
 			fmt.Sprintf("%s failed: the cluster at %s does not serve nodemaintenances.nodemaintenance.medik8s.io: %v\n\n"+
@@ -144,6 +150,12 @@ func apiMessage(err error) string {
 		return status.Status().Message
 	}
 	return err.Error()
+}
+
+// isWebhookUnreachable is the API server's answer when it could not call a
+// webhook (connection refused, timeout, TLS failure) under failurePolicy Fail.
+func isWebhookUnreachable(err error) bool {
+	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed calling webhook")
 }
 
 func isAdmissionDenial(err error) bool {

@@ -92,3 +92,24 @@ func objectFrom(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (types.Objec
 	diags.Append(d...)
 	return obj, diags
 }
+
+// unknownStatus is the plan of a status that apply will read: every attribute
+// "(known after apply)".
+func unknownStatus() statusModel {
+	return statusModel{
+		Phase: types.StringUnknown(), DrainProgress: types.Int64Unknown(),
+		PendingPods: types.ListUnknown(types.StringType), PendingPodsRefs: types.ListUnknown(podRefType),
+		TotalPods: types.Int64Unknown(), EvictionPods: types.Int64Unknown(), LastError: types.StringUnknown(),
+		ErrorOnLeaseCount: types.Int64Unknown(), LastUpdate: types.StringUnknown(),
+	}
+}
+
+// inProgress tells whether a status in the state is of a maintenance the
+// operator has not finished: not yet picked up, or Running.
+func (s statusModel) inProgress() bool {
+	if s.Phase.IsNull() || s.Phase.IsUnknown() {
+		return false
+	}
+	p := nmv1beta1.MaintenancePhase(s.Phase.ValueString())
+	return p != nmv1beta1.MaintenanceSucceeded && p != nmv1beta1.MaintenanceFailed
+}

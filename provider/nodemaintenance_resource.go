@@ -137,6 +137,19 @@ func (r *NodeMaintenanceResource) ModifyPlan(ctx context.Context, req resource.M
 	if configName.IsNull() && !plan.NodeName.IsUnknown() && !plan.NodeName.IsNull() {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("name"), types.StringValue(namePrefix+plan.NodeName.ValueString()))...)
 	}
+	// A maintenance the operator has not finished (an apply interrupted while
+	// it waited, or one imported mid-drain) is not what the configuration
+	// asks for yet: plan an update, and the update waits for the drain.
+	if req.State.Raw.IsNull() {
+		return
+	}
+	var state nodeMaintenanceResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || !state.inProgress() {
+		return
+	}
+	plan.statusModel = unknownStatus()
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
 
 // Create creates the NodeMaintenance and waits until the drain has finished.
@@ -168,28 +181,43 @@ func (r *NodeMaintenanceResource) Create(ctx context.Context, req resource.Creat
 	tflog.Info(ctx, fmt.Sprintf("NodeMaintenance %s created for node %s; waiting up to %s for the drain", name, nm.Spec.NodeName, timeout))
 	plan.ID = types.StringValue(name)
 
+	got := r.awaitDrain(ctx, name, timeout, &resp.Diagnostics, "apply")
+	if got != nil {
+		nm = got
+	}
+	resp.Diagnostics.Append(plan.setStatus(ctx, nm)...)
+	// The object exists whatever happened: keep it in the state so that
+	// Terraform can destroy it (and restore the node) instead of orphaning it.
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	if got == nil {
+		resp.State.RemoveResource(ctx)
+	}
+}
+
+// awaitDrain waits up to timeout until the operator has finished the
+// maintenance, adds what went wrong to diags, and returns the last object
+// seen (nil when it was deleted meanwhile). An interrupted wait (Ctrl-C, a CI
+// job cancelled) is only a warning: the maintenance goes on in the cluster,
+// stays in the state untainted, and the next apply plans an update that waits
+// for it.
+func (r *NodeMaintenanceResource) awaitDrain(ctx context.Context, name string, timeout time.Duration, diags *diag.Diagnostics, op string) *nmv1beta1.NodeMaintenance {
 	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	got, err := waitFor(waitCtx, r.clients.kube, name, finished, func(nm *nmv1beta1.NodeMaintenance) {
 		tflog.Info(ctx, progressLine(name, nm))
 	})
-	if got != nil {
-		nm = got
-	}
-	resp.Diagnostics.Append(plan.setStatus(ctx, nm)...)
-	// The object exists whatever happens next: keep it in the state so that
-	// Terraform can destroy it (and restore the node) instead of orphaning it.
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		diags.AddWarning("Interrupted While Waiting for the Node to Drain", interruptedDetail(name, got))
 	case err != nil:
-		resp.Diagnostics.AddError("Timed Out Waiting for the Node to Drain", timeoutDetail(name, got, timeout, err))
+		diags.AddError("Timed Out Waiting for the Node to Drain", timeoutDetail(name, got, timeout, err))
 	case got == nil:
-		resp.Diagnostics.AddError("NodeMaintenance Deleted While Waiting",
+		diags.AddError("NodeMaintenance Deleted While Waiting",
 			fmt.Sprintf("NodeMaintenance %q was deleted by someone else before the drain finished; the node was restored by the operator.", name))
-		resp.State.RemoveResource(ctx)
 	case got.Status.Phase == nmv1beta1.MaintenanceFailed:
-		resp.Diagnostics.AddError("Node Maintenance Failed", failedDetail(got))
+		diags.AddError("Node Maintenance Failed", failedDetail(got, op))
 	}
+	return got
 }
 
 // Read refreshes the status; a NodeMaintenance deleted out of band is removed
@@ -243,9 +271,27 @@ func (r *NodeMaintenanceResource) Update(ctx context.Context, req resource.Updat
 		r.clients.apiError(&resp.Diagnostics, "Cannot Update NodeMaintenance", fmt.Sprintf("Updating the reason of NodeMaintenance %q", name), err)
 		return
 	}
-	// The status stays as planned (the prior state's); the next refresh reads it.
 	plan.ID = state.ID
-	plan.statusModel = state.statusModel
+	if !state.inProgress() {
+		// The status stays as planned (the prior state's); the next refresh reads it.
+		plan.statusModel = state.statusModel
+		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+		return
+	}
+	// The drain was not finished (ModifyPlan planned this update): wait for it
+	// as create would, within the create timeout.
+	timeout, d := plan.Timeouts.Create(ctx, defaultCreateTimeout)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	tflog.Info(ctx, fmt.Sprintf("NodeMaintenance %s is still %s; waiting up to %s for the drain", name, state.Phase.ValueString(), timeout))
+	got := r.awaitDrain(ctx, name, timeout, &resp.Diagnostics, "update")
+	if got == nil {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	resp.Diagnostics.Append(plan.setStatus(ctx, got)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
@@ -279,6 +325,12 @@ func (r *NodeMaintenanceResource) Delete(ctx context.Context, req resource.Delet
 	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	_, err = waitFor(waitCtx, r.clients.kube, name, gone, nil)
+	if err != nil && ctx.Err() != nil {
+		resp.Diagnostics.AddError("Interrupted While Waiting for the Node to Be Restored", fmt.Sprintf(
+			"NodeMaintenance %q is being deleted and the operator restores node %q, but destroy was interrupted before it was gone. "+
+				"It stays in the state: run destroy again to wait until the node is restored.", name, state.NodeName.ValueString()))
+		return
+	}
 	if err != nil {
 		resp.Diagnostics.AddError("Timed Out Waiting for the Node to Be Restored", fmt.Sprintf(
 			"NodeMaintenance %q still exists after %s (%v): its finalizer %q has not been removed, so node %q may not be restored yet. "+

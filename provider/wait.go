@@ -155,8 +155,9 @@ func refList(refs []nmv1beta1.PodReference, limit int) string {
 	return s
 }
 
-// failedDetail explains a Failed maintenance.
-func failedDetail(nm *nmv1beta1.NodeMaintenance) string {
+// failedDetail explains a Failed maintenance found by op (apply: a create,
+// update: an apply that waited for a drain started earlier).
+func failedDetail(nm *nmv1beta1.NodeMaintenance, op string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "The operator could not put node %q into maintenance (NodeMaintenance %q is Failed).\n\n", nm.Spec.NodeName, nm.Name)
 	if nm.Status.LastError != "" {
@@ -165,8 +166,24 @@ func failedDetail(nm *nmv1beta1.NodeMaintenance) string {
 	if len(nm.Status.PendingPodsRefs) > 0 {
 		fmt.Fprintf(&b, "Pods still on the node: %s\n", refList(nm.Status.PendingPodsRefs, 10))
 	}
-	b.WriteString("\nThe resource is kept in the state as tainted: `terraform destroy` restores the node, and the next `apply` replaces it (tries again).")
+	if op == "update" {
+		b.WriteString("\nThe resource stays in the state with this status: `terraform destroy` restores the node; to try again, " +
+			"replace it with `terraform apply -replace=<address>`.")
+	} else {
+		b.WriteString("\nThe resource is kept in the state as tainted: `terraform destroy` restores the node, and the next `apply` replaces it (tries again).")
+	}
 	return b.String()
+}
+
+// interruptedDetail explains what an interrupted wait leaves behind.
+func interruptedDetail(name string, nm *nmv1beta1.NodeMaintenance) string {
+	where := "The operator has not reported progress yet."
+	if nm != nil && nm.Status.Phase != "" {
+		where = fmt.Sprintf("Phase %s, %d%% drained.", nm.Status.Phase, nm.Status.DrainProgress)
+	}
+	return fmt.Sprintf("The wait for NodeMaintenance %q was interrupted; the maintenance itself goes on in the cluster and "+
+		"the operator keeps draining the node. %s\n\nIt is kept in the state (not tainted): the next `apply` waits for the "+
+		"drain to finish without starting it again, and `destroy` restores the node.", name, where)
 }
 
 // timeoutDetail explains what is still pending when the create timeout ends.

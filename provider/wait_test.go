@@ -72,10 +72,25 @@ func TestTimeoutDetailSaysWhatBlocksAndWhatToDo(t *testing.T) {
 }
 
 func TestFailedDetailCarriesOperatorError(t *testing.T) {
-	got := failedDetail(maintenance(nmv1beta1.MaintenanceFailed, 20, "could not hold the lease", "a/b"))
-	for _, want := range []string{`node "node02"`, "Operator error: could not hold the lease", "Pods still on the node: a/b", "terraform destroy"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("failed detail lacks %q:\n%s", want, got)
+	nm := maintenance(nmv1beta1.MaintenanceFailed, 20, "could not hold the lease", "a/b")
+	for op, tail := range map[string]string{"apply": "tainted", "update": "-replace="} {
+		got := failedDetail(nm, op)
+		for _, want := range []string{`node "node02"`, "Operator error: could not hold the lease", "Pods still on the node: a/b", "terraform destroy", tail} {
+			if !strings.Contains(got, want) {
+				t.Errorf("failed detail of %s lacks %q:\n%s", op, want, got)
+			}
 		}
+	}
+}
+
+func TestInterruptedDetailSaysTheMaintenanceGoesOn(t *testing.T) {
+	got := interruptedDetail("maintain-node02", maintenance(nmv1beta1.MaintenanceRunning, 40, ""))
+	for _, want := range []string{`"maintain-node02"`, "goes on in the cluster", "Phase Running, 40% drained", "not tainted", "next `apply` waits"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("interrupted detail lacks %q:\n%s", want, got)
+		}
+	}
+	if got := interruptedDetail("m", nil); !strings.Contains(got, "not reported progress") {
+		t.Errorf("an interrupted wait before any status should say so:\n%s", got)
 	}
 }

@@ -66,6 +66,9 @@ type Options struct {
 	Setup func(*Cluster) error
 	// Teardown runs after the tests, before the cluster is deleted.
 	Teardown func()
+	// Audit turns on the API server's audit log for evictions and for every
+	// request of a ServiceAccount; read it with AuditEvents.
+	Audit bool
 }
 
 // current is the cluster of the running test package, set by Main.
@@ -100,7 +103,7 @@ func Main(m *testing.M, opts Options) int {
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	c, err := Start(ctx, packageName())
+	c, err := Start(ctx, packageName(), opts.Audit)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: cannot start the test cluster: %v\n", err)
@@ -148,9 +151,10 @@ func Main(m *testing.M, opts Options) int {
 	return code
 }
 
-// Start creates a kwokctl cluster with the binary runtime. The caller must
-// call Stop. On error a non-nil Cluster may be returned so logs can be dumped.
-func Start(ctx context.Context, prefix string) (*Cluster, error) {
+// Start creates a kwokctl cluster with the binary runtime, with the audit log
+// of AuditEvents when audit is set. The caller must call Stop. On error a
+// non-nil Cluster may be returned so logs can be dumped.
+func Start(ctx context.Context, prefix string, audit bool) (*Cluster, error) {
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	name := sanitize(fmt.Sprintf("nmt-%s-%s", prefix, hex.EncodeToString(suffix)))
@@ -174,6 +178,13 @@ func Start(ctx context.Context, prefix string) (*Cluster, error) {
 		"--kube-scheduler-binary", filepath.Join(bin, "kube-scheduler"),
 		"--kwok-controller-binary", filepath.Join(bin, "kwok"),
 		"--wait", "3m",
+	}
+	if audit {
+		policy := filepath.Join(workDir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+			return c, err
+		}
+		args = append(args, "--kube-audit-policy", policy)
 	}
 	// kwokctl picks its ports by asking for free ones; two test packages
 	// creating clusters at the same moment can pick the same port. Creating

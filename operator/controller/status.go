@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"math/bits"
 	"reflect"
 	"sort"
 	"strings"
@@ -24,8 +25,18 @@ func drainProgress(evictionPods, pending int) int {
 		}
 		return 0
 	}
-	p := (evictionPods - pending) * 100 / evictionPods
-	return max(0, min(100, p))
+	switch {
+	case pending <= 0:
+		return 100
+	case pending >= evictionPods:
+		return 0
+	}
+	// evictionPods comes back from the stored status and can be any int:
+	// (evictionPods-pending)*100 would overflow, so multiply in 128 bits.
+	// The quotient is below 100, as evictionPods-pending < evictionPods.
+	hi, lo := bits.Mul64(uint64(evictionPods-pending), 100)
+	p, _ := bits.Div64(hi, lo, uint64(evictionPods))
+	return int(p)
 }
 
 // pendingAfter is every pod of the plan still on the node after this pass:

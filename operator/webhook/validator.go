@@ -4,6 +4,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -180,6 +181,12 @@ func MaxUnavailableNodes(v *intstr.IntOrString, total int) (int, error) {
 	n, err := intstr.GetScaledValueFromIntOrPercent(v, total, false)
 	if err != nil {
 		return 0, fmt.Errorf("invalid --max-unavailable %q: %w", v.String(), err)
+	}
+	if n < 0 && v.Type == intstr.String && !strings.HasPrefix(v.StrVal, "-") {
+		// intstr scales through float64: a huge percentage overflows int on
+		// conversion (to MinInt on amd64). It allows every node; it is not
+		// negative.
+		n = math.MaxInt
 	}
 	if n < 0 {
 		return 0, fmt.Errorf("invalid --max-unavailable %q: must not be negative", v.String())
