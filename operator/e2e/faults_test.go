@@ -6,6 +6,7 @@ package e2e
 // path, the node, the lease, a PDB) in the middle of a drain.
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -63,6 +64,22 @@ func stateOf(t *testing.T, c *testcluster.Cluster, node string) nodeState {
 	t.Helper()
 	n := getNode(t, c, node)
 	return nodeState{n.Spec.Unschedulable, n.Spec.Taints, n.Labels, n.Annotations}
+}
+
+// settledStateOf waits until kwok has made a new node Ready (no not-ready
+// taint, its kubelet labels set), then takes its state: the baseline a
+// restore is compared with.
+func settledStateOf(t *testing.T, c *testcluster.Cluster, node string) nodeState {
+	t.Helper()
+	testcluster.WaitFor(t, time.Minute, "node "+node+" to settle", func(context.Context) (bool, error) {
+		n := getNode(t, c, node)
+		_, labelled := n.Labels[corev1.LabelArchStable]
+		_, beta := n.Labels["beta.kubernetes.io/arch"]
+		return labelled && beta && !slices.ContainsFunc(n.Spec.Taints, func(tt corev1.Taint) bool {
+			return strings.HasPrefix(tt.Key, "node.kubernetes.io/")
+		}), nil
+	})
+	return stateOf(t, c, node)
 }
 
 func assertSameNodeState(t *testing.T, node string, before, after nodeState) {
@@ -146,7 +163,7 @@ func TestOperatorKilledFiveTimesMidDrain(t *testing.T) {
 	c := testcluster.Get(t)
 	const pods = 8
 	ns, node := slowDrain(t, c, "svc", pods, 2*time.Second)
-	before := stateOf(t, c, node)
+	before := settledStateOf(t, c, node)
 	p := runOperatorProcess(t, c)
 
 	seed := time.Now().UnixNano()
@@ -251,13 +268,13 @@ func TestWebhookUnreachable(t *testing.T) {
 	pool := c.NewPool(t)
 	node := pool.AddNode(t, "").Name
 	other := pool.AddNode(t, "").Name
-	before := stateOf(t, c, node)
+	before := settledStateOf(t, c, node)
 	name := testcluster.UniqueName(t, "cut")
 	createMaintenance(t, c, name, node, "")
 	waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded)
 
 	relay.cut()
-	otherBefore := stateOf(t, c, other)
+	otherBefore := settledStateOf(t, c, other)
 	refused := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: testcluster.UniqueName(t, "refused")}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: other}}
 	err := c.Client.Create(bg(), refused)
 	if err == nil {
@@ -308,7 +325,7 @@ func TestNodeDeletedMidDrain(t *testing.T) {
 func TestLeaseStolenMidDrain(t *testing.T) {
 	c := testcluster.Get(t)
 	_, node := slowDrain(t, c, "svc", 6, 3*time.Second)
-	before := stateOf(t, c, node)
+	before := settledStateOf(t, c, node)
 	name := testcluster.UniqueName(t, "thief")
 	createMaintenance(t, c, name, node, "")
 	waitMaintenance(t, c, name, "drain under way", func(nm *nmv1beta1.NodeMaintenance) bool {
@@ -351,7 +368,7 @@ func TestPDBThatNeverAllows(t *testing.T) {
 		t.Fatalf("pods on %s: %v %v", node, podNames(pods), err)
 	}
 	pod := pods[0]
-	before := stateOf(t, c, node)
+	before := settledStateOf(t, c, node)
 
 	name := testcluster.UniqueName(t, "blocked")
 	createMaintenance(t, c, name, node, "")
