@@ -331,16 +331,7 @@ func TestLeaseStolenMidDrain(t *testing.T) {
 	waitMaintenance(t, c, name, "drain under way", func(nm *nmv1beta1.NodeMaintenance) bool {
 		return nm.Status.Phase == nmv1beta1.MaintenanceRunning && nm.Status.EvictionPods == 6
 	})
-	l, err := getLease(c, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Spec.HolderIdentity = ptr.To("thief")
-	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
-	if err := c.Client.Update(bg(), l); err != nil {
-		t.Fatal(err)
-	}
+	stealLease(t, c, node)
 	nm := waitPhase(t, c, name, nmv1beta1.MaintenanceFailed)
 	if nm.Status.ErrorOnLeaseCount <= 3 || !strings.Contains(nm.Status.LastError, "node was restored") || !strings.Contains(nm.Status.LastError, "thief") {
 		t.Errorf("failed status should count >3 lease errors, name the holder and say the node was restored: %+v", nm.Status)

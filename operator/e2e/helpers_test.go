@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
@@ -146,4 +147,20 @@ func podNames(pods []corev1.Pod) []string {
 		out = append(out, p.Namespace+"/"+p.Name)
 	}
 	return out
+}
+
+// stealLease makes "thief" the holder of the node's lease, freshly renewed
+// for an hour, as another component taking the node would.
+func stealLease(t *testing.T, c *testcluster.Cluster, node string) {
+	t.Helper()
+	l, err := getLease(c, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.HolderIdentity = ptr.To("thief")
+	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+	if err := c.Client.Update(bg(), l); err != nil {
+		t.Fatal(err)
+	}
 }

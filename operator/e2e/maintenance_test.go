@@ -368,17 +368,8 @@ func TestLeaseStolenFailsAndRestores(t *testing.T) {
 	// Steal it: another holder with a fresh renewTime. The package operator
 	// renews every LeaseDuration/3 (10s); a reconcile is forced by touching
 	// the NodeMaintenance.
-	l, err := getLease(c, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Spec.HolderIdentity = ptr.To("thief")
-	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
-	if err := c.Client.Update(bg(), l); err != nil {
-		t.Fatal(err)
-	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	stealLease(t, c, node)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		nm := getMaintenance(t, c, name)
 		nm.Annotations["test/poke"] = "1"
 		return c.Client.Update(bg(), nm)
