@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
@@ -145,4 +148,63 @@ func scrape(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// The operator's log, at debug level, through a whole maintenance, a request
+// its webhook refuses and a restore, holds none of its credentials: not the
+// client key of its kubeconfig, not the webhook's private key.
+func TestOperatorLogCarriesNoSecret(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.Namespace(t)
+	pool := c.NewPool(t)
+	node := pool.AddNode(t, "").Name
+	c.CreateDeployment(t, ns, "quiet", 2, pool.Selector())
+	c.WaitRunningPods(t, ns, "quiet", node, 2)
+	pool.AddNode(t, "")
+	p := runOperatorProcess(t, c, "--zap-log-level=debug")
+
+	name := testcluster.UniqueName(t, "logged")
+	createMaintenance(t, c, name, node, "")
+	waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded)
+	bad := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: testcluster.UniqueName(t, "refused")}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: "no-such-node"}}
+	if err := c.Client.Create(bg(), bad); err == nil {
+		t.Fatal("the webhook admitted a maintenance of a node that does not exist")
+	}
+	deleteMaintenance(t, c, name)
+
+	keys := map[string][]byte{"the kubeconfig's client key": c.RESTConfig.KeyData}
+	if c.RESTConfig.KeyFile != "" {
+		keys["the kubeconfig's client key"] = readFile(t, c.RESTConfig.KeyFile)
+	}
+	webhookKeys, _ := filepath.Glob(filepath.Join(p.Dir, "certs", "*.key"))
+	if len(webhookKeys) == 0 {
+		t.Fatalf("no webhook key in %s: the test does not know where the operator keeps it", filepath.Join(p.Dir, "certs"))
+	}
+	for _, f := range webhookKeys {
+		keys["webhook key "+filepath.Base(f)] = readFile(t, f)
+	}
+	log := string(readFile(t, p.LogPath))
+	if !strings.Contains(log, `"level":"debug"`) && !strings.Contains(log, "DEBUG") {
+		t.Fatalf("the operator log %s has no debug line: the test does not see what it logs", p.LogPath)
+	}
+	if strings.Contains(log, "PRIVATE KEY") {
+		t.Errorf("the operator log %s contains a PEM private key", p.LogPath)
+	}
+	for what, pemData := range keys {
+		for _, line := range strings.Split(string(pemData), "\n") {
+			if len(line) >= 32 && !strings.HasPrefix(line, "-----") && strings.Contains(log, line) {
+				t.Errorf("%s appears in the operator log %s", what, p.LogPath)
+				break
+			}
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
