@@ -118,7 +118,9 @@ func OperatorObjects(o OperatorOptions) ([]client.Object, error) {
 	leaderElection := OperatorName + "-leader-election"
 	objs = append(objs,
 		&rbacv1.Role{TypeMeta: tm("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(leaderElection, true), Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			// What client-go's leader election does with its Lease: read it,
+			// create it once, renew and release it by update.
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		}},
 		&rbacv1.RoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(leaderElection, true),

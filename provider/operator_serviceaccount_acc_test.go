@@ -3,8 +3,10 @@ package provider_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -52,7 +55,10 @@ resource "nodemaintenance_operator" "this" {
 			Steps: []resource.TestStep{{
 				Config: cfg,
 				Check: func(*terraform.State) error {
-					return maintenanceCycleAsServiceAccount(t, c, ns, w)
+					if err := maintenanceCycleAsServiceAccount(t, c, ns, w); err != nil {
+						return err
+					}
+					return everyGrantUsed(t, c, ns)
 				},
 			}},
 		})
@@ -201,4 +207,95 @@ func maintenanceCycleAsServiceAccount(t *testing.T, c *testcluster.Cluster, ns s
 		return fmt.Errorf("the operator's ServiceAccount may delete pods (err %v); it must only evict", err)
 	}
 	return nil
+}
+
+// everyGrantUsed reads the API server's audit log of the ServiceAccount
+// cycle: every verb on every resource that the installation's ClusterRole and
+// Roles grant was used (and allowed) in it, except the grants
+// notUsedInThisCycle explains. A grant that nothing uses is a permission too
+// many.
+func everyGrantUsed(t *testing.T, c *testcluster.Cluster, ns string) error {
+	ctx := context.Background()
+	user := "system:serviceaccount:" + ns + ":" + config.OperatorName
+	var used map[string]bool
+	// The log records a watch when it ends, which the operator's stop made
+	// happen just now.
+	testcluster.WaitFor(t, 30*time.Second, "the audit log of the operator's watches", func(ctx context.Context) (bool, error) {
+		events, err := c.AuditEvents(ctx)
+		if err != nil {
+			return false, err
+		}
+		used = map[string]bool{}
+		for _, e := range events {
+			// Allowed is all that counts: a create that finds the object
+			// there already (409) used its grant.
+			allowed := e.ResponseStatus.Code != http.StatusForbidden && e.ResponseStatus.Code != http.StatusUnauthorized
+			if e.User.Username == user && allowed && e.ObjectRef.Resource != "" {
+				used[grantKey(e.ObjectRef.APIGroup, e.ObjectRef.Resource, e.ObjectRef.Subresource, e.Verb)] = true
+			}
+		}
+		return used[grantKey("", "nodes", "", "watch")], nil
+	})
+
+	var rules []rbacv1.PolicyRule
+	cr := &rbacv1.ClusterRole{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: config.OperatorName}, cr); err != nil {
+		return err
+	}
+	rules = append(rules, cr.Rules...)
+	roles := &rbacv1.RoleList{}
+	if err := c.Client.List(ctx, roles, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for _, r := range roles.Items {
+		rules = append(rules, r.Rules...)
+	}
+	var unused []string
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				resource, sub, _ := strings.Cut(res, "/")
+				for _, v := range r.Verbs {
+					k := grantKey(g, resource, sub, v)
+					if used[k] || slices.Contains(unused, k) {
+						continue
+					}
+					if why := notUsedInThisCycle(k, used); why != "" {
+						t.Logf("granted, not used here: %s (%s)", k, why)
+						continue
+					}
+					unused = append(unused, k)
+				}
+			}
+		}
+	}
+	if len(unused) > 0 {
+		return fmt.Errorf("the installation grants the operator %v, which a whole maintenance never used: remove them from the RBAC markers, or say in notUsedInThisCycle what needs them", unused)
+	}
+	return nil
+}
+
+// notUsedInThisCycle says why a grant is needed although the ServiceAccount
+// cycle does not use it, or "" when nothing does.
+func notUsedInThisCycle(grant string, used map[string]bool) string {
+	verb, resource, _ := strings.Cut(grant, " ")
+	switch {
+	case verb == "list" && used["watch "+resource]:
+		return "an informer lists first on API servers that do not stream a watch's initial list"
+	case resource == "core/secrets" || resource == "admissionregistration.k8s.io/validatingwebhookconfigurations":
+		return "in-cluster webhook certificates: the operator issues them into its secret and injects the CA; this cycle uses webhook_url"
+	case verb == "patch" && (resource == "core/events" || resource == "events.k8s.io/events"):
+		return "an event repeated within minutes is patched into the earlier one"
+	}
+	return ""
+}
+
+func grantKey(group, resource, sub, verb string) string {
+	if group == "" {
+		group = "core"
+	}
+	if sub != "" {
+		resource += "/" + sub
+	}
+	return verb + " " + group + "/" + resource
 }

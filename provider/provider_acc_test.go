@@ -31,7 +31,7 @@ import (
 var operator *testoperator.Operator
 
 func TestMain(m *testing.M) {
-	os.Exit(testcluster.Main(m, testcluster.Options{InstallCRD: true, Setup: func(c *testcluster.Cluster) error {
+	os.Exit(testcluster.Main(m, testcluster.Options{InstallCRD: true, Audit: true, Setup: func(c *testcluster.Cluster) error {
 		var err error
 		operator, err = testoperator.Start(c, testoperator.DefaultOptions())
 		return err
