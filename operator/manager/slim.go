@@ -1,54 +1,121 @@
 package manager
 
 import (
+	"slices"
+	"sync"
+	"unique"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// lastAppliedAnnotation is kubectl's copy of the applied manifest: often the
-// largest part of an object, and never read by a drain.
-const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
-
-// SlimPod is the pod cache's transform: it keeps what the drain plan, the
-// evictions and the status read (identity, labels, annotations, owners,
-// creation and deletion times, node, tolerations, phase) and drops the rest
-// (containers, volumes, conditions, managed fields), so that the operator's
-// memory grows with the number of pods, not with their size. Anything that
-// is not a pod passes through unchanged.
+// SlimPod is the pod cache's transform. Every pod of the cluster is cached,
+// so it keeps only what the drain plan, the evictions and the status read:
+// identity, creation and deletion times, the controller's kind, the mirror
+// pod annotation, node, tolerations and phase. Labels, other annotations,
+// other owners, containers, volumes, conditions and managed fields are
+// dropped. Strings and values that many pods share (namespace, node name,
+// owner kind and API version, tolerations) are stored once, so that the
+// operator's memory grows with the number of pods and not with their size.
+// Anything that is not a pod passes through unchanged.
+//
+// The cache's objects are read-only (reads hand out deep copies), which is
+// what makes sharing safe.
 func SlimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
-	annotations := pod.Annotations
-	if _, ok := annotations[lastAppliedAnnotation]; ok {
-		annotations = make(map[string]string, len(pod.Annotations)-1)
-		for k, v := range pod.Annotations {
-			if k != lastAppliedAnnotation {
-				annotations[k] = v
-			}
-		}
+	var annotations map[string]string
+	if v, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}
+	}
+	var owners []metav1.OwnerReference
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		owners = []metav1.OwnerReference{{
+			APIVersion: intern(ref.APIVersion),
+			Kind:       intern(ref.Kind),
+			Name:       ref.Name,
+			UID:        ref.UID,
+			Controller: ref.Controller,
+		}}
 	}
 	return &corev1.Pod{
 		TypeMeta: pod.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name:                       pod.Name,
-			Namespace:                  pod.Namespace,
+			Namespace:                  intern(pod.Namespace),
 			UID:                        pod.UID,
 			ResourceVersion:            pod.ResourceVersion,
-			Generation:                 pod.Generation,
 			CreationTimestamp:          pod.CreationTimestamp,
 			DeletionTimestamp:          pod.DeletionTimestamp,
 			DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
-			Labels:                     pod.Labels,
 			Annotations:                annotations,
-			OwnerReferences:            pod.OwnerReferences,
-			Finalizers:                 pod.Finalizers,
+			OwnerReferences:            owners,
 		},
 		Spec: corev1.PodSpec{
-			NodeName:    pod.Spec.NodeName,
-			Tolerations: pod.Spec.Tolerations,
+			NodeName:    intern(pod.Spec.NodeName),
+			Tolerations: sharedTolerations(pod.Spec.Tolerations),
 		},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},
 	}, nil
+}
+
+// intern returns the one copy of s that every slimmed pod shares.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
+}
+
+// tolerationKey is a comparable form of a toleration list, for unique.Make.
+type tolerationKey struct {
+	key, operator, value, effect string
+	seconds                      int64
+	hasSeconds                   bool
+}
+
+// tolerationList is a comparable form of a short toleration list.
+type tolerationList struct {
+	n     int
+	items [maxSharedTolerations]tolerationKey
+}
+
+// maxSharedTolerations is the longest toleration list that is shared; and
+// maxSharedLists bounds how many distinct lists are kept.
+const maxSharedTolerations, maxSharedLists = 4, 1024
+
+var sharedLists = struct {
+	sync.Mutex
+	m map[tolerationList][]corev1.Toleration
+}{m: map[tolerationList][]corev1.Toleration{}}
+
+// sharedTolerations returns one shared slice per distinct toleration list:
+// most pods carry the same two (not-ready and unreachable, 300 s), which the
+// API server's admission adds to every pod.
+func sharedTolerations(ts []corev1.Toleration) []corev1.Toleration {
+	if len(ts) == 0 {
+		return nil
+	}
+	if len(ts) > maxSharedTolerations {
+		return slices.Clone(ts)
+	}
+	key := tolerationList{n: len(ts)}
+	for i, t := range ts {
+		key.items[i] = tolerationKey{key: t.Key, operator: string(t.Operator), value: t.Value, effect: string(t.Effect)}
+		if t.TolerationSeconds != nil {
+			key.items[i].seconds, key.items[i].hasSeconds = *t.TolerationSeconds, true
+		}
+	}
+	sharedLists.Lock()
+	defer sharedLists.Unlock()
+	if v, ok := sharedLists.m[key]; ok {
+		return v
+	}
+	v := slices.Clone(ts)
+	if len(sharedLists.m) < maxSharedLists {
+		sharedLists.m[key] = v
+	}
+	return v
 }

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +23,8 @@ func TestSlimPodKeepsWhatTheDrainReads(t *testing.T) {
 		p := corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, UID: "uid-" + "name", CreationTimestamp: before,
 				Labels:        map[string]string{"app": name},
-				Annotations:   map[string]string{lastAppliedAnnotation: `{"big":"manifest"}`, "keep": "me"},
+				Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"big":"manifest"}`, "other": "x"},
+				Finalizers:    []string{"example.com/keep"},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
 			Spec: corev1.PodSpec{NodeName: "node02", Containers: []corev1.Container{{Name: "app", Image: "pause"}},
 				Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
@@ -32,7 +34,8 @@ func TestSlimPodKeepsWhatTheDrainReads(t *testing.T) {
 		return p
 	}
 	controller := func(kind string) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: "x", Controller: ptr.To(true)}}
+		return []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Tracker", Name: "t"},
+			{APIVersion: "apps/v1", Kind: kind, Name: "x", Controller: ptr.To(true)}}
 	}
 	tolerateAll := []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	pods := []corev1.Pod{
@@ -45,6 +48,9 @@ func TestSlimPodKeepsWhatTheDrainReads(t *testing.T) {
 		full("late-plain", func(p *corev1.Pod) { p.CreationTimestamp = after }),
 		full("leaving", func(p *corev1.Pod) { p.DeletionTimestamp = &after }),
 		full("bare", func(*corev1.Pod) {}),
+		full("other-daemon", func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "DaemonSet", Name: "d", Controller: ptr.To(true)}}
+		}),
 	}
 	var slim []corev1.Pod
 	for i := range pods {
@@ -56,10 +62,10 @@ func TestSlimPodKeepsWhatTheDrainReads(t *testing.T) {
 		if len(s.Spec.Containers) != 0 || len(s.Spec.Volumes) != 0 || len(s.Status.Conditions) != 0 || len(s.ManagedFields) != 0 {
 			t.Errorf("pod %s keeps what no drain reads: %+v", s.Name, s)
 		}
-		if _, ok := s.Annotations[lastAppliedAnnotation]; ok || s.Annotations["keep"] != "me" {
-			t.Errorf("pod %s annotations %v: want last-applied dropped, the rest kept", s.Name, s.Annotations)
+		if len(s.Labels) != 0 || s.Annotations["other"] != "" || len(s.Finalizers) != 0 {
+			t.Errorf("pod %s keeps labels, annotations or finalizers no drain reads: %+v", s.Name, s.ObjectMeta)
 		}
-		if _, ok := pods[i].Annotations[lastAppliedAnnotation]; !ok {
+		if pods[i].Annotations["other"] != "x" || len(pods[i].Labels) == 0 {
 			t.Errorf("SlimPod changed the informer's object %s", pods[i].Name)
 		}
 		slim = append(slim, s)
@@ -83,5 +89,41 @@ func TestSlimPodKeepsWhatTheDrainReads(t *testing.T) {
 
 	if out, _ := SlimPod(&corev1.Node{}); !reflect.DeepEqual(out, &corev1.Node{}) {
 		t.Errorf("a non-pod must pass through unchanged, got %+v", out)
+	}
+}
+
+// Pods with the same namespace, node and tolerations share one copy of them;
+// a pod with other tolerations gets its own, equal to what it had.
+func TestSlimPodSharesWhatPodsHaveInCommon(t *testing.T) {
+	admitted := func() []corev1.Toleration {
+		return []corev1.Toleration{
+			{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+			{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+		}
+	}
+	pod := func(name string, ts []corev1.Toleration) *corev1.Pod {
+		out, err := SlimPod(&corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: string([]byte("shop")), Name: name},
+			Spec:       corev1.PodSpec{NodeName: string([]byte("node07")), Tolerations: ts},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*corev1.Pod)
+	}
+	a, b := pod("a", admitted()), pod("b", admitted())
+	longer := append(admitted(), corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists})
+	c := pod("c", longer)
+	if unsafe.StringData(a.Namespace) != unsafe.StringData(b.Namespace) || unsafe.StringData(a.Spec.NodeName) != unsafe.StringData(b.Spec.NodeName) {
+		t.Error("two pods of one namespace and node do not share the strings")
+	}
+	if &a.Spec.Tolerations[0] != &b.Spec.Tolerations[0] {
+		t.Error("two pods with the admission's default tolerations do not share them")
+	}
+	if !reflect.DeepEqual(a.Spec.Tolerations, admitted()) || !reflect.DeepEqual(c.Spec.Tolerations, longer) {
+		t.Errorf("tolerations changed: %+v, %+v", a.Spec.Tolerations, c.Spec.Tolerations)
+	}
+	if &c.Spec.Tolerations[0] == &a.Spec.Tolerations[0] {
+		t.Error("a pod with other tolerations shares the default ones")
 	}
 }
