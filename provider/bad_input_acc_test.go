@@ -30,7 +30,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -683,9 +682,8 @@ func TestProviderValidationMatchesTheCRDAndWebhook(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range []string{"0", "1", "2", "20%", "0%", "100%", "150%", "-1", "-5%", "lots", "2.5", "%", "20 %"} {
-		v := intstr.Parse(s)
-		_, opErr := webhook.MaxUnavailableNodes(&v, 100)
+	for _, s := range []string{"0", "1", "2", "20%", "0%", "100%", "150%", "-1", "-5%", "lots", "2.5", "%", "20 %", " 3", "2147483647", "2147483648", "4294967297"} {
+		_, opErr := webhook.ParseMaxUnavailable(s)
 		if got, want := refuses(opSchema.Attributes["max_unavailable"], s), opErr != nil; got != want {
 			t.Errorf("max_unavailable %q: provider refuses %v, operator refuses %v (%v)", s, got, want, opErr)
 		}

@@ -106,8 +106,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	var maxUnavailable *intstr.IntOrString
 	if o.MaxUnavailable != "" {
-		v := intstr.Parse(o.MaxUnavailable)
-		if _, err := nmwebhook.MaxUnavailableNodes(&v, 100); err != nil {
+		v, err := nmwebhook.ParseMaxUnavailable(o.MaxUnavailable)
+		if err != nil {
 			return nil, err
 		}
 		maxUnavailable = &v

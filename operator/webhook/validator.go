@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -172,6 +173,25 @@ func (v *Validator) checkMaxUnavailable(ctx context.Context, nm *nmv1beta1.NodeM
 	sort.Strings(busy)
 	return fmt.Errorf("putting node %q into maintenance would make %d of %d nodes unavailable, more than --max-unavailable=%s (%d) allows; nodes already in maintenance: %s. Wait until one of them is done (delete its NodeMaintenance) and try again",
 		nm.Spec.NodeName, len(inMaintenance)+1, len(nodes.Items), v.MaxUnavailable.String(), limit, strings.Join(busy, ", "))
+}
+
+// ParseMaxUnavailable reads the --max-unavailable flag: a count ("2") or a
+// percentage ("20%"). A count too large for the int32 of an IntOrString is
+// refused as such; intstr.Parse would take it for a malformed percentage and
+// the error would say "string is not a percentage".
+func ParseMaxUnavailable(s string) (intstr.IntOrString, error) {
+	if s == "" || strings.HasSuffix(s, "%") || strings.Trim(s, "+-0123456789") != "" {
+		v := intstr.FromString(s)
+		_, err := MaxUnavailableNodes(&v, 100)
+		return v, err
+	}
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return intstr.IntOrString{}, fmt.Errorf("invalid --max-unavailable %q: a count of nodes must be between 0 and %d", s, math.MaxInt32)
+	}
+	v := intstr.FromInt32(int32(n))
+	_, err = MaxUnavailableNodes(&v, 100)
+	return v, err
 }
 
 // MaxUnavailableNodes turns a count or percentage into a number of nodes:

@@ -121,3 +121,32 @@ func TestValidateCreate(t *testing.T) {
 		})
 	}
 }
+
+// The flag's count is an int32 (IntOrString): a larger number is refused
+// with an error that says so.
+func TestParseMaxUnavailable(t *testing.T) {
+	for _, tt := range []struct {
+		in, want string
+		wantErr  string
+	}{
+		{in: "2", want: "2"},
+		{in: "0", want: "0"},
+		{in: "20%", want: "20%"},
+		{in: " 3 ", wantErr: "invalid --max-unavailable"},
+		{in: "2147483647", want: "2147483647"},
+		{in: "4294967297", wantErr: "between 0 and 2147483647"},
+		{in: "2147483648", wantErr: "between 0 and 2147483647"},
+		{in: "-1", wantErr: "must not be negative"},
+		{in: "-20%", wantErr: "must not be negative"},
+		{in: "two", wantErr: "invalid --max-unavailable"},
+		{in: "1.5", wantErr: "invalid --max-unavailable"},
+	} {
+		v, err := ParseMaxUnavailable(tt.in)
+		switch {
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("ParseMaxUnavailable(%q) = %s, %v; want an error with %q", tt.in, v.String(), err, tt.wantErr)
+		case tt.wantErr == "" && (err != nil || v.String() != tt.want):
+			t.Errorf("ParseMaxUnavailable(%q) = %s, %v; want %s", tt.in, v.String(), err, tt.want)
+		}
+	}
+}
