@@ -470,6 +470,7 @@ func (r *NodeMaintenanceReconciler) fail(ctx context.Context, nm *nmv1beta1.Node
 // writeStatus writes status when it changed, stamping lastUpdate.
 func (r *NodeMaintenanceReconciler) writeStatus(ctx context.Context, nm *nmv1beta1.NodeMaintenance, status *nmv1beta1.NodeMaintenanceStatus) error {
 	status.LastUpdate = nm.Status.LastUpdate
+	status.LastError = boundedError(status.LastError)
 	if equalStatus(&nm.Status, status) {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -91,6 +92,25 @@ func summarize(problems []string) string {
 		return strings.Join(problems, "; ")
 	}
 	return fmt.Sprintf("%s; and %d more", strings.Join(problems[:maxErrorsInStatus], "; "), len(problems)-maxErrorsInStatus)
+}
+
+// maxLastErrorBytes bounds lastError in bytes: three eviction refusals from
+// the API server fit many times over, and a message that does not (a long
+// webhook or admission answer) cannot make the status large.
+const maxLastErrorBytes = 4096
+
+// boundedError cuts msg to maxLastErrorBytes, on a UTF-8 boundary, and says
+// that it did.
+func boundedError(msg string) string {
+	if len(msg) <= maxLastErrorBytes {
+		return msg
+	}
+	const cut = " ... (truncated)"
+	end := maxLastErrorBytes - len(cut)
+	for end > 0 && !utf8.RuneStart(msg[end]) {
+		end--
+	}
+	return msg[:end] + cut
 }
 
 func equalStatus(a, b *nmv1beta1.NodeMaintenanceStatus) bool {

@@ -3,7 +3,9 @@ package controller
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,5 +81,22 @@ func TestSummarizeBoundsLastError(t *testing.T) {
 	}
 	if got := summarize(nil); got != "" {
 		t.Fatalf("summarize(nil) = %q", got)
+	}
+}
+
+// lastError stays within maxLastErrorBytes, is cut on a UTF-8 boundary and
+// says it was cut; a short message is left alone.
+func TestBoundedError(t *testing.T) {
+	if got := boundedError("pod a is blocked"); got != "pod a is blocked" {
+		t.Errorf("a short message changed: %q", got)
+	}
+	for _, long := range []string{strings.Repeat("x", 10000), strings.Repeat("維", 3000), strings.Repeat("x", maxLastErrorBytes+1)} {
+		got := boundedError(long)
+		if len(got) > maxLastErrorBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, "(truncated)") {
+			t.Errorf("boundedError of %d bytes: %d bytes, valid UTF-8 %v, ends %q", len(long), len(got), utf8.ValidString(got), got[max(0, len(got)-20):])
+		}
+	}
+	if got := boundedError(strings.Repeat("x", maxLastErrorBytes)); len(got) != maxLastErrorBytes || strings.HasSuffix(got, "(truncated)") {
+		t.Errorf("a message of exactly the bound was cut: %d bytes", len(got))
 	}
 }
