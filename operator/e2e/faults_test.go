@@ -195,44 +195,55 @@ func TestOperatorKilledFiveTimesMidDrain(t *testing.T) {
 // The API server restarted in the middle of a drain: the operator, the same
 // process throughout, reconnects and finishes the drain with the right
 // counts, no pod is evicted twice, and delete gives the node back exactly.
-// (The operator runs without leader election here. With it, as installed, an
-// outage longer than the leader lease's renew deadline makes it exit and its
-// Deployment start it again: the case of TestOperatorKilledFiveTimesMidDrain.)
+// Once without leader election, and once with it, as installed: the outage
+// (about 3 s) is shorter than the leader lease's renew deadline (10 s), so
+// the leader keeps its lease. A longer outage makes a leader exit and its
+// Deployment start it again: the case of TestOperatorKilledFiveTimesMidDrain.
 func TestAPIServerRestartedMidDrain(t *testing.T) {
 	c := testcluster.Get(t)
-	const pods = 12
-	ns, node := slowDrain(t, c, "svc", pods, 2*time.Second)
-	before := settledStateOf(t, c, node)
-	p := runOperatorProcess(t, c)
-	pid := p.Pid()
+	for _, tt := range []struct {
+		name  string
+		flags func(t *testing.T) []string
+	}{
+		{"without leader election", func(*testing.T) []string { return nil }},
+		{"leader elected", func(t *testing.T) []string { return []string{"--leader-elect", "--namespace=" + c.Namespace(t)} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const pods = 12
+			ns, node := slowDrain(t, c, "svc", pods, 2*time.Second)
+			before := settledStateOf(t, c, node)
+			p := runOperatorProcess(t, c, tt.flags(t)...)
+			pid := p.Pid()
 
-	name := testcluster.UniqueName(t, "restart")
-	createMaintenance(t, c, name, node, "")
-	waitMaintenance(t, c, name, "drain under way", func(nm *nmv1beta1.NodeMaintenance) bool {
-		return nm.Status.Phase == nmv1beta1.MaintenanceRunning && nm.Status.EvictionPods == pods && len(nm.Status.PendingPods) < pods
-	})
-	// A second of grace: a terminating API server still serves the open
-	// connections, and the drain must not finish in the meantime.
-	restart, err := c.RestartAPIServer(bg(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nm := getMaintenance(t, c, name)
-	t.Logf("kube-apiserver restarted: unreachable for %s (also restarted: %v); then phase=%q, %d of %d pods pending", restart.Outage.Round(time.Millisecond), restart.Restarted, nm.Status.Phase, len(nm.Status.PendingPods), nm.Status.EvictionPods)
-	if nm.Status.Phase != nmv1beta1.MaintenanceRunning {
-		t.Fatalf("the drain was over (%s) when the API server came back: the scenario must be slower", nm.Status.Phase)
-	}
+			name := testcluster.UniqueName(t, "restart")
+			createMaintenance(t, c, name, node, "")
+			waitMaintenance(t, c, name, "drain under way", func(nm *nmv1beta1.NodeMaintenance) bool {
+				return nm.Status.Phase == nmv1beta1.MaintenanceRunning && nm.Status.EvictionPods == pods && len(nm.Status.PendingPods) < pods
+			})
+			// A second of grace: a terminating API server still serves the
+			// open connections, and the drain must not finish in the meantime.
+			restart, err := c.RestartAPIServer(bg(), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nm := getMaintenance(t, c, name)
+			t.Logf("kube-apiserver restarted: unreachable for %s (also restarted: %v); then phase=%q, %d of %d pods pending", restart.Outage.Round(time.Millisecond), restart.Restarted, nm.Status.Phase, len(nm.Status.PendingPods), nm.Status.EvictionPods)
+			if nm.Status.Phase != nmv1beta1.MaintenanceRunning {
+				t.Fatalf("the drain was over (%s) when the API server came back: the scenario must be slower", nm.Status.Phase)
+			}
 
-	nm = waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded)
-	if nm.Status.TotalPods != pods || nm.Status.EvictionPods != pods || nm.Status.DrainProgress != 100 || len(nm.Status.PendingPods) != 0 {
-		t.Errorf("counts after the restart: %+v, want %d pods, all evicted", nm.Status, pods)
+			nm = waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded)
+			if nm.Status.TotalPods != pods || nm.Status.EvictionPods != pods || nm.Status.DrainProgress != 100 || len(nm.Status.PendingPods) != 0 {
+				t.Errorf("counts after the restart: %+v, want %d pods, all evicted", nm.Status, pods)
+			}
+			if !p.Running() || p.Pid() != pid {
+				t.Errorf("the operator (pid %d) did not ride out the restart; its log: %s", pid, p.LogPath)
+			}
+			assertEvictedOnce(t, c, ns, pods)
+			deleteMaintenance(t, c, name)
+			assertSameNodeState(t, node, before, stateOf(t, c, node))
+		})
 	}
-	if !p.Running() || p.Pid() != pid {
-		t.Errorf("the operator (pid %d) did not ride out the restart; its log: %s", pid, p.LogPath)
-	}
-	assertEvictedOnce(t, c, ns, pods)
-	deleteMaintenance(t, c, name)
-	assertSameNodeState(t, node, before, stateOf(t, c, node))
 }
 
 // tcpRelay forwards loopback connections to a port it reads at each
