@@ -180,17 +180,15 @@ func (v *Validator) checkMaxUnavailable(ctx context.Context, nm *nmv1beta1.NodeM
 // refused as such; intstr.Parse would take it for a malformed percentage and
 // the error would say "string is not a percentage".
 func ParseMaxUnavailable(s string) (intstr.IntOrString, error) {
-	if s == "" || strings.HasSuffix(s, "%") || strings.Trim(s, "+-0123456789") != "" {
-		v := intstr.FromString(s)
-		_, err := MaxUnavailableNodes(&v, 100)
-		return v, err
+	v := intstr.FromString(s)
+	if s != "" && strings.Trim(s, "+-0123456789") == "" {
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil {
+			return intstr.IntOrString{}, fmt.Errorf("invalid --max-unavailable %q: a count of nodes must be between 0 and %d", s, math.MaxInt32)
+		}
+		v = intstr.FromInt32(int32(n))
 	}
-	n, err := strconv.ParseInt(s, 10, 32)
-	if err != nil {
-		return intstr.IntOrString{}, fmt.Errorf("invalid --max-unavailable %q: a count of nodes must be between 0 and %d", s, math.MaxInt32)
-	}
-	v := intstr.FromInt32(int32(n))
-	_, err = MaxUnavailableNodes(&v, 100)
+	_, err := MaxUnavailableNodes(&v, 100)
 	return v, err
 }
 
