@@ -37,19 +37,15 @@ import (
 func slowDrain(t *testing.T, c *testcluster.Cluster, app string, n int32, delay time.Duration) (ns, node string) {
 	t.Helper()
 	ns = c.Namespace(t)
-	pool := c.NewPool(t)
-	nd := pool.AddNode(t, "")
+	node = deploymentNode(t, c, ns, app, n, nil, ptr.To(intstr.FromInt32(1)), testcluster.WithTerminationDelay(delay))
+	nd := getNode(t, c, node)
 	orig := nd.DeepCopy()
 	nd.Spec.Taints = append(nd.Spec.Taints, corev1.Taint{Key: "example.com/foreign", Value: "x", Effect: corev1.TaintEffectPreferNoSchedule})
 	nd.Labels["example.com/team"] = "storage"
 	if err := c.Client.Patch(bg(), nd, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
-	c.CreateDeployment(t, ns, app, n, pool.Selector(), testcluster.WithTerminationDelay(delay))
-	c.CreatePDB(t, ns, app, nil, ptr.To(intstr.FromInt32(1)))
-	c.WaitRunningPods(t, ns, app, nd.Name, int(n))
-	pool.AddNode(t, "")
-	return ns, nd.Name
+	return ns, node
 }
 
 // nodeState is what a maintenance changes on a node and must give back.
@@ -402,12 +398,8 @@ func TestLeaseStolenMidDrain(t *testing.T) {
 func TestPDBThatNeverAllows(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.Namespace(t)
-	pool := c.NewPool(t)
-	node := pool.AddNode(t, "").Name
-	c.CreateDeployment(t, ns, "db", 1, pool.Selector())
-	pdb := c.CreatePDB(t, ns, "db", ptr.To(intstr.FromInt32(1)), nil)
-	c.WaitRunningPods(t, ns, "db", node, 1)
-	pool.AddNode(t, "")
+	const pdb = "db" // CreatePDB names the PDB after its app
+	node := deploymentNode(t, c, ns, pdb, 1, ptr.To(intstr.FromInt32(1)), nil)
 	pods, err := c.PodsOnNode(bg(), node)
 	if err != nil || len(pods) != 1 {
 		t.Fatalf("pods on %s: %v %v", node, podNames(pods), err)
@@ -421,8 +413,8 @@ func TestPDBThatNeverAllows(t *testing.T) {
 		switch {
 		case nm.Status.Phase != nmv1beta1.MaintenanceRunning:
 			return fmt.Errorf("phase %q, want Running", nm.Status.Phase)
-		case !strings.Contains(nm.Status.LastError, pdb.Name) || !strings.Contains(nm.Status.LastError, pod.Name):
-			return fmt.Errorf("lastError %q does not name PDB %s and pod %s", nm.Status.LastError, pdb.Name, pod.Name)
+		case !strings.Contains(nm.Status.LastError, pdb) || !strings.Contains(nm.Status.LastError, pod.Name):
+			return fmt.Errorf("lastError %q does not name PDB %s and pod %s", nm.Status.LastError, pdb, pod.Name)
 		case !slices.Equal(nm.Status.PendingPods, []string{pod.Name}):
 			return fmt.Errorf("pendingPods %v, want [%s]", nm.Status.PendingPods, pod.Name)
 		}

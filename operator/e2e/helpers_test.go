@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -163,4 +164,21 @@ func stealLease(t *testing.T, c *testcluster.Cluster, node string) {
 	if err := c.Client.Update(bg(), l); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// deploymentNode puts n pods of Deployment app (in ns) on a fresh node of a
+// new pool, under a PDB when minAvailable or maxUnavailable is set, waits
+// until they run, and adds a spare node to the pool for their replacements.
+// It returns the node.
+func deploymentNode(t *testing.T, c *testcluster.Cluster, ns, app string, n int32, minAvailable, maxUnavailable *intstr.IntOrString, opts ...testcluster.PodOption) string {
+	t.Helper()
+	pool := c.NewPool(t)
+	node := pool.AddNode(t, "").Name
+	c.CreateDeployment(t, ns, app, n, pool.Selector(), opts...)
+	if minAvailable != nil || maxUnavailable != nil {
+		c.CreatePDB(t, ns, app, minAvailable, maxUnavailable)
+	}
+	c.WaitRunningPods(t, ns, app, node, int(n))
+	pool.AddNode(t, "")
+	return node
 }

@@ -83,12 +83,7 @@ func TestSeedExampleDrainsAndRestores(t *testing.T) {
 func TestPDBDrainsPodByPod(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.Namespace(t)
-	pool := c.NewPool(t)
-	node := pool.AddNode(t, "").Name
-	c.CreateDeployment(t, ns, "api", 5, pool.Selector())
-	c.CreatePDB(t, ns, "api", nil, ptr.To(intstr.FromInt32(1)))
-	c.WaitRunningPods(t, ns, "api", node, 5)
-	pool.AddNode(t, "")
+	node := deploymentNode(t, c, ns, "api", 5, nil, ptr.To(intstr.FromInt32(1)))
 
 	var mu sync.Mutex
 	maxTerminating := 0
@@ -414,13 +409,7 @@ func TestTenNodesAtOnce(t *testing.T) {
 	ns := c.Namespace(t)
 	var names []string
 	for i := 0; i < 10; i++ {
-		pool := c.NewPool(t)
-		node := pool.AddNode(t, "").Name
-		app := fmt.Sprintf("app%d", i)
-		c.CreateDeployment(t, ns, app, 3, pool.Selector())
-		c.WaitRunningPods(t, ns, app, node, 3)
-		pool.AddNode(t, "")
-		names = append(names, node)
+		names = append(names, deploymentNode(t, c, ns, fmt.Sprintf("app%d", i), 3, nil, nil))
 	}
 	var nms []string
 	for _, node := range names {
@@ -441,12 +430,7 @@ func TestTenNodesAtOnce(t *testing.T) {
 func TestOperatorRestartMidDrainResumes(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.Namespace(t)
-	pool := c.NewPool(t)
-	node := pool.AddNode(t, "").Name
-	c.CreateDeployment(t, ns, "svc", 4, pool.Selector())
-	c.CreatePDB(t, ns, "svc", nil, ptr.To(intstr.FromInt32(1)))
-	c.WaitRunningPods(t, ns, "svc", node, 4)
-	pool.AddNode(t, "")
+	node := deploymentNode(t, c, ns, "svc", 4, nil, ptr.To(intstr.FromInt32(1)))
 
 	name := testcluster.UniqueName(t, "restart")
 	createMaintenance(t, c, name, node, "")

@@ -25,11 +25,7 @@ import (
 func TestEventsAndMetrics(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.Namespace(t)
-	pool := c.NewPool(t)
-	node := pool.AddNode(t, "").Name
-	c.CreateDeployment(t, ns, "obs", 2, pool.Selector())
-	c.WaitRunningPods(t, ns, "obs", node, 2)
-	pool.AddNode(t, "")
+	node := deploymentNode(t, c, ns, "obs", 2, nil, nil)
 
 	name := testcluster.UniqueName(t, "observed")
 	createMaintenance(t, c, name, node, "")
@@ -156,11 +152,7 @@ func scrape(t *testing.T, url string) string {
 func TestOperatorLogCarriesNoSecret(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.Namespace(t)
-	pool := c.NewPool(t)
-	node := pool.AddNode(t, "").Name
-	c.CreateDeployment(t, ns, "quiet", 2, pool.Selector())
-	c.WaitRunningPods(t, ns, "quiet", node, 2)
-	pool.AddNode(t, "")
+	node := deploymentNode(t, c, ns, "quiet", 2, nil, nil)
 	p := runOperatorProcess(t, c, "--zap-log-level=debug")
 
 	name := testcluster.UniqueName(t, "logged")
