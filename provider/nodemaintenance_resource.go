@@ -181,43 +181,47 @@ func (r *NodeMaintenanceResource) Create(ctx context.Context, req resource.Creat
 	tflog.Info(ctx, fmt.Sprintf("NodeMaintenance %s created for node %s; waiting up to %s for the drain", name, nm.Spec.NodeName, timeout))
 	plan.ID = types.StringValue(name)
 
-	got := r.awaitDrain(ctx, name, timeout, &resp.Diagnostics, "apply")
+	got, deleted := r.awaitDrain(ctx, name, timeout, &resp.Diagnostics, "apply")
+	if deleted {
+		return // nothing to keep in the state; awaitDrain said why
+	}
 	if got != nil {
 		nm = got
 	}
 	resp.Diagnostics.Append(plan.setStatus(ctx, nm)...)
-	// The object exists whatever happened: keep it in the state so that
-	// Terraform can destroy it (and restore the node) instead of orphaning it.
+	// The object exists whatever happened, even when the wait never read it
+	// back: keep it in the state so that Terraform can destroy it (and
+	// restore the node) instead of orphaning it.
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-	if got == nil {
-		resp.State.RemoveResource(ctx)
-	}
 }
 
 // awaitDrain waits up to timeout until the operator has finished the
 // maintenance, adds what went wrong to diags, and returns the last object
-// seen (nil when it was deleted meanwhile). An interrupted wait (Ctrl-C, a CI
-// job cancelled) is only a warning: the maintenance goes on in the cluster,
-// stays in the state untainted, and the next apply plans an update that waits
-// for it.
-func (r *NodeMaintenanceResource) awaitDrain(ctx context.Context, name string, timeout time.Duration, diags *diag.Diagnostics, op string) *nmv1beta1.NodeMaintenance {
+// seen (nil when the wait never read it) and whether it was seen deleted
+// meanwhile. An interrupted wait (Ctrl-C, a CI job cancelled) is only a
+// warning: the maintenance goes on in the cluster, stays in the state
+// untainted, and the next apply plans an update that waits for it.
+func (r *NodeMaintenanceResource) awaitDrain(ctx context.Context, name string, timeout time.Duration, diags *diag.Diagnostics, op string) (got *nmv1beta1.NodeMaintenance, deleted bool) {
 	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	got, err := waitFor(waitCtx, r.clients.kube, name, finished, func(nm *nmv1beta1.NodeMaintenance) {
 		tflog.Info(ctx, progressLine(name, nm))
 	})
+	// waitFor returns nil with an error when it could not read the object at
+	// all; only nil without one means it is gone.
+	deleted = err == nil && got == nil
 	switch {
 	case err != nil && ctx.Err() != nil:
 		diags.AddWarning("Interrupted While Waiting for the Node to Drain", interruptedDetail(name, got))
 	case err != nil:
 		diags.AddError("Timed Out Waiting for the Node to Drain", timeoutDetail(name, got, timeout, err))
-	case got == nil:
+	case deleted:
 		diags.AddError("NodeMaintenance Deleted While Waiting",
 			fmt.Sprintf("NodeMaintenance %q was deleted by someone else before the drain finished; the node was restored by the operator.", name))
 	case got.Status.Phase == nmv1beta1.MaintenanceFailed:
 		diags.AddError("Node Maintenance Failed", failedDetail(got, op))
 	}
-	return got
+	return got, deleted
 }
 
 // Read refreshes the status; a NodeMaintenance deleted out of band is removed
@@ -286,12 +290,17 @@ func (r *NodeMaintenanceResource) Update(ctx context.Context, req resource.Updat
 		return
 	}
 	tflog.Info(ctx, fmt.Sprintf("NodeMaintenance %s is still %s; waiting up to %s for the drain", name, state.Phase.ValueString(), timeout))
-	got := r.awaitDrain(ctx, name, timeout, &resp.Diagnostics, "update")
-	if got == nil {
+	got, deleted := r.awaitDrain(ctx, name, timeout, &resp.Diagnostics, "update")
+	switch {
+	case deleted:
 		resp.State.RemoveResource(ctx)
 		return
+	case got == nil:
+		// Never read back (interrupted at once): keep the last known status.
+		plan.statusModel = state.statusModel
+	default:
+		resp.Diagnostics.Append(plan.setStatus(ctx, got)...)
 	}
-	resp.Diagnostics.Append(plan.setStatus(ctx, got)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 

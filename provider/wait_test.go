@@ -1,12 +1,17 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 )
@@ -92,5 +97,38 @@ func TestInterruptedDetailSaysTheMaintenanceGoesOn(t *testing.T) {
 	}
 	if got := interruptedDetail("m", nil); !strings.Contains(got, "not reported progress") {
 		t.Errorf("an interrupted wait before any status should say so:\n%s", got)
+	}
+}
+
+// Only a NodeMaintenance read back as gone counts as deleted: a wait that
+// could not read it at all (the API server unreachable right after the
+// create) must not make Create drop a maintenance that exists from the state.
+func TestAwaitDrainTellsGoneFromUnread(t *testing.T) {
+	unreachable := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+		},
+	}).Build()
+	for _, tt := range []struct {
+		name        string
+		kube        client.WithWatch
+		wantDeleted bool
+		wantSummary string
+	}{
+		{"unreadable", unreachable, false, "Timed Out Waiting for the Node to Drain"},
+		{"gone", fake.NewClientBuilder().WithScheme(scheme).WithIndex(&nmv1beta1.NodeMaintenance{}, "metadata.name",
+			func(o client.Object) []string { return []string{o.GetName()} }).Build(), true, "NodeMaintenance Deleted While Waiting"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &NodeMaintenanceResource{clients: &clients{kube: tt.kube}}
+			var diags diag.Diagnostics
+			got, deleted := r.awaitDrain(context.Background(), "maintain-node02", time.Second, &diags, "apply")
+			if got != nil || deleted != tt.wantDeleted {
+				t.Errorf("awaitDrain = %v, deleted %v; want nil, deleted %v", got, deleted, tt.wantDeleted)
+			}
+			if !diags.HasError() || diags.Errors()[0].Summary() != tt.wantSummary {
+				t.Errorf("diagnostics %v, want the error %q", diags, tt.wantSummary)
+			}
+		})
 	}
 }
