@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -270,6 +272,9 @@ func (r *NodeMaintenanceReconciler) maintain(ctx context.Context, nm *nmv1beta1.
 		}
 	}
 	if blocked > 0 {
+		// A budget held by an eviction that was cut off is the one refusal
+		// that needs no one to act and ends on its own: say so first.
+		problems = append(r.interruptedEvictions(ctx, results), problems...)
 		r.Recorder.Eventf(nm, nil, corev1.EventTypeWarning, ReasonEvictionBlocked, "Evict", "%s", problems[0])
 	}
 
@@ -305,6 +310,34 @@ func (r *NodeMaintenanceReconciler) maintain(ctx context.Context, nm *nmv1beta1.
 	}
 	logger.V(1).Info("drain pass", "node", node.Name, "pending", len(pending), "blocked", blocked, "failed", failed, "requeueAfter", next)
 	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// interruptedEvictions explains the budgets of the blocked pods that are
+// charged for a pod that never left (drain.InterruptedEvictions), from the
+// cache. It is only an explanation: a read that fails leaves it out.
+func (r *NodeMaintenanceReconciler) interruptedEvictions(ctx context.Context, results []drain.EvictionResult) []string {
+	namespaces := map[string]bool{}
+	for _, res := range results {
+		if res.Outcome == drain.Blocked {
+			namespaces[res.Pod.Namespace] = true
+		}
+	}
+	running := func(key types.NamespacedName) bool {
+		pod := &corev1.Pod{}
+		return r.Client.Get(ctx, key, pod) == nil && pod.DeletionTimestamp == nil
+	}
+	var out []string
+	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
+		pdbs := &policyv1.PodDisruptionBudgetList{}
+		if err := r.Client.List(ctx, pdbs, client.InNamespace(ns)); err != nil {
+			log.FromContext(ctx).V(1).Info("cannot read the PodDisruptionBudgets of a blocked pod", "namespace", ns, "error", err.Error())
+			continue
+		}
+		for _, e := range drain.InterruptedEvictions(pdbs.Items, running, r.now()) {
+			out = append(out, e.String())
+		}
+	}
+	return out
 }
 
 // keepMaintenance holds the lease of a drained node for as long as the

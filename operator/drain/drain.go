@@ -260,6 +260,62 @@ func blockedMessage(err error) string {
 	return err.Error()
 }
 
+// DisruptedPodTimeout is how long kube-controller-manager's disruption
+// controller keeps a pod in a budget's status.disruptedPods while the pod is
+// not deleted (its DeletionTimeout): the longest an interrupted eviction
+// holds the budget.
+const DisruptedPodTimeout = 2 * time.Minute
+
+// interruptedAfter is how old a budget's disruptedPods entry must be for a
+// pod that is not terminating to count as interrupted: an eviction deletes
+// the pod right after the budget counted it, and the cache shows the
+// deletion within moments.
+const interruptedAfter = 10 * time.Second
+
+// InterruptedEviction is a pod a PodDisruptionBudget counts as disrupted
+// although it is not terminating. The API server charges the budget first
+// and deletes the pod next, with the eviction request's own context: a
+// client killed, or a connection cut, between the two leaves the budget
+// charged for a pod that keeps running, until the disruption controller
+// drops the entry DisruptedPodTimeout later.
+type InterruptedEviction struct {
+	Budget, Pod types.NamespacedName
+	Since       time.Time
+}
+
+func (e InterruptedEviction) String() string {
+	return fmt.Sprintf("PodDisruptionBudget %s counts pod %s as disrupted since %s, but the pod is not terminating: "+
+		"an eviction of it was cut off after the budget counted it and before the pod was deleted (its client was killed or lost its connection). "+
+		"The budget allows one disruption fewer until kube-controller-manager drops that entry at %s, %s after it was made",
+		e.Budget, e.Pod, e.Since.UTC().Format(time.RFC3339), e.Since.Add(DisruptedPodTimeout).UTC().Format(time.RFC3339), DisruptedPodTimeout)
+}
+
+// InterruptedEvictions lists the entries of the budgets' disruptedPods whose
+// pod still runs (running reports a pod that exists and is not terminating)
+// more than a few seconds after the budget counted it, sorted by budget and
+// pod. Expired entries are left out: the disruption controller drops them.
+func InterruptedEvictions(pdbs []policyv1.PodDisruptionBudget, running func(types.NamespacedName) bool, now time.Time) []InterruptedEviction {
+	var out []InterruptedEviction
+	for i := range pdbs {
+		pdb := &pdbs[i]
+		for name, since := range pdb.Status.DisruptedPods {
+			age := now.Sub(since.Time)
+			pod := types.NamespacedName{Namespace: pdb.Namespace, Name: name}
+			if age < interruptedAfter || age > DisruptedPodTimeout || !running(pod) {
+				continue
+			}
+			out = append(out, InterruptedEviction{Budget: types.NamespacedName{Namespace: pdb.Namespace, Name: pdb.Name}, Pod: pod, Since: since.Time})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Budget != out[j].Budget {
+			return lessName(out[i].Budget, out[j].Budget)
+		}
+		return lessName(out[i].Pod, out[j].Pod)
+	})
+	return out
+}
+
 func sortPods(pods []corev1.Pod) {
 	sort.Slice(pods, func(i, j int) bool {
 		return lessName(types.NamespacedName{Namespace: pods[i].Namespace, Name: pods[i].Name},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,5 +176,49 @@ func TestEvictFinishesInFlightCallsOnCancel(t *testing.T) {
 	}
 	if byName["b"].Outcome != Failed || !errors.Is(byName["b"].Err, context.Canceled) {
 		t.Errorf("the eviction not started should report the cancellation: %+v", byName["b"])
+	}
+}
+
+func TestInterruptedEvictions(t *testing.T) {
+	now := time.Date(2026, 12, 3, 15, 38, 0, 0, time.UTC)
+	ago := func(d time.Duration) metav1.Time { return metav1.NewTime(now.Add(-d)) }
+	budget := func(ns, name string, disrupted map[string]metav1.Time) policyv1.PodDisruptionBudget {
+		return policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Status: policyv1.PodDisruptionBudgetStatus{DisruptedPods: disrupted}}
+	}
+	// Pods that exist and are not terminating; the others are terminating or gone.
+	runningPods := map[types.NamespacedName]bool{
+		{Namespace: "a", Name: "cut-off"}: true, {Namespace: "a", Name: "just-evicted"}: true,
+		{Namespace: "a", Name: "expired"}: true, {Namespace: "b", Name: "cut-off-too"}: true,
+	}
+	pdbs := []policyv1.PodDisruptionBudget{
+		budget("b", "db", map[string]metav1.Time{"cut-off-too": ago(time.Minute)}),
+		budget("a", "web", map[string]metav1.Time{
+			"cut-off":      ago(30 * time.Second),
+			"just-evicted": ago(2 * time.Second),  // the deletion is on its way
+			"terminating":  ago(30 * time.Second), // deleted: nothing holds the budget but the controller's lag
+			"gone":         ago(30 * time.Second),
+			"expired":      ago(3 * time.Minute), // the disruption controller drops it
+		}),
+		budget("a", "empty", nil),
+	}
+	got := InterruptedEvictions(pdbs, func(p types.NamespacedName) bool { return runningPods[p] }, now)
+	want := []InterruptedEviction{
+		{Budget: types.NamespacedName{Namespace: "a", Name: "web"}, Pod: types.NamespacedName{Namespace: "a", Name: "cut-off"}, Since: now.Add(-30 * time.Second)},
+		{Budget: types.NamespacedName{Namespace: "b", Name: "db"}, Pod: types.NamespacedName{Namespace: "b", Name: "cut-off-too"}, Since: now.Add(-time.Minute)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Budget != want[i].Budget || got[i].Pod != want[i].Pod || !got[i].Since.Equal(want[i].Since) {
+			t.Errorf("entry %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	msg := got[0].String()
+	for _, part := range []string{"PodDisruptionBudget a/web", "pod a/cut-off", "2026-12-03T15:37:30Z", "not terminating", "until kube-controller-manager drops that entry at 2026-12-03T15:39:30Z"} {
+		if !strings.Contains(msg, part) {
+			t.Errorf("message %q does not say %q", msg, part)
+		}
 	}
 }
