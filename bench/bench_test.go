@@ -64,7 +64,9 @@ func TestMain(m *testing.M) {
 			return err
 		},
 		Teardown: func() {
-			op.stop()
+			if op != nil {
+				op.Remove()
+			}
 			writeResults()
 		}}))
 }

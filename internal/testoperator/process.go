@@ -117,6 +117,16 @@ func (p *Process) Pid() int { return p.Cmd.Process.Pid }
 // waits for it. Safe on nil and on a process that is not running.
 func (p *Process) Stop() { p.end(syscall.SIGTERM, 30*time.Second) }
 
+// Remove stops the process and deletes its directory: the binary, its log
+// and its certificates. Safe on nil.
+func (p *Process) Remove() {
+	if p == nil {
+		return
+	}
+	p.Stop()
+	_ = os.RemoveAll(p.Dir)
+}
+
 // Kill ends the process with SIGKILL, as a node crash or an OOM kill does,
 // and waits for it.
 func (p *Process) Kill() { p.end(syscall.SIGKILL, 0) }

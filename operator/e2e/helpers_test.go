@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -68,17 +70,57 @@ func getMaintenance(t *testing.T, c *testcluster.Cluster, name string) *nmv1beta
 // waitMaintenance waits until cond holds for the NodeMaintenance and returns it.
 func waitMaintenance(t *testing.T, c *testcluster.Cluster, name, what string, cond func(*nmv1beta1.NodeMaintenance) bool) *nmv1beta1.NodeMaintenance {
 	t.Helper()
+	return waitMaintenanceWithin(t, c, phaseTimeout, name, what, cond)
+}
+
+// waitMaintenanceWithin is waitMaintenance with its own timeout.
+func waitMaintenanceWithin(t *testing.T, c *testcluster.Cluster, timeout time.Duration, name, what string, cond func(*nmv1beta1.NodeMaintenance) bool) *nmv1beta1.NodeMaintenance {
+	t.Helper()
 	nm := &nmv1beta1.NodeMaintenance{}
-	testcluster.WaitFor(t, phaseTimeout, fmt.Sprintf("NodeMaintenance %s: %s", name, what), func(ctx context.Context) (bool, error) {
+	testcluster.WaitFor(t, timeout, fmt.Sprintf("NodeMaintenance %s: %s", name, what), func(ctx context.Context) (bool, error) {
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, nm); err != nil {
 			return false, err
 		}
 		if cond(nm) {
 			return true, nil
 		}
-		return false, fmt.Errorf("status now: %+v", nm.Status)
+		return false, fmt.Errorf("status now: %+v%s", nm.Status, describePending(ctx, c, nm))
 	})
 	return nm
+}
+
+// describePending says where each pending pod of nm is, and what the PDBs of
+// their namespaces allow: what a drain that does not end is waiting for.
+func describePending(ctx context.Context, c *testcluster.Cluster, nm *nmv1beta1.NodeMaintenance) string {
+	var b strings.Builder
+	namespaces := map[string]bool{}
+	for _, ref := range nm.Status.PendingPodsRefs {
+		namespaces[ref.Namespace] = true
+		pod := &corev1.Pod{}
+		switch err := c.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, pod); {
+		case apierrors.IsNotFound(err):
+			fmt.Fprintf(&b, "\n  pod %s/%s: gone", ref.Namespace, ref.Name)
+		case err != nil:
+			fmt.Fprintf(&b, "\n  pod %s/%s: %v", ref.Namespace, ref.Name, err)
+		case pod.DeletionTimestamp != nil:
+			fmt.Fprintf(&b, "\n  pod %s/%s: terminating since %s, on node %q, phase %s", ref.Namespace, ref.Name, pod.DeletionTimestamp.Format(time.RFC3339), pod.Spec.NodeName, pod.Status.Phase)
+		default:
+			fmt.Fprintf(&b, "\n  pod %s/%s: not terminating, on node %q, phase %s", ref.Namespace, ref.Name, pod.Spec.NodeName, pod.Status.Phase)
+		}
+	}
+	for ns := range namespaces {
+		pdbs := &policyv1.PodDisruptionBudgetList{}
+		if err := c.Client.List(ctx, pdbs, client.InNamespace(ns)); err != nil {
+			fmt.Fprintf(&b, "\n  PDBs of %s: %v", ns, err)
+			continue
+		}
+		for _, pdb := range pdbs.Items {
+			st := pdb.Status
+			fmt.Fprintf(&b, "\n  PDB %s/%s: %d healthy of %d desired, %d disruptions allowed, disrupted %v, observed generation %d of %d",
+				ns, pdb.Name, st.CurrentHealthy, st.DesiredHealthy, st.DisruptionsAllowed, st.DisruptedPods, st.ObservedGeneration, pdb.Generation)
+		}
+	}
+	return b.String()
 }
 
 func waitPhase(t *testing.T, c *testcluster.Cluster, name string, phase nmv1beta1.MaintenancePhase) *nmv1beta1.NodeMaintenance {

@@ -26,7 +26,10 @@ func TestMain(m *testing.M) {
 		var err error
 		operator, err = testoperator.Start(c, defaultOptions())
 		return err
-	}, Teardown: func() { operator.Stop() }}))
+	}, Teardown: func() {
+		operator.Stop()
+		process.Remove() // the binary of runOperatorProcess, if a test built it
+	}}))
 }
 
 func defaultOptions() manager.Options { return testoperator.DefaultOptions() }
