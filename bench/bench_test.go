@@ -152,9 +152,18 @@ func BenchmarkP3(b *testing.B) {
 	for i := range runs {
 		eachRun(b, fmt.Sprintf("P3/run%d/operator", i), func(t testing.TB) {
 			set := prepareNodes(t, c, c.Namespace(t), nodes, pods, 0)
+			profiled := make(chan struct{})
+			if dir := resultsDir(); dir != "" && i == 0 {
+				// Where the CPU of the drain goes: the operator's and the
+				// API server's profiles of its first seconds.
+				go func() { defer close(profiled); saveCPUProfiles(t, c, dir, p3ProfileSeconds) }()
+			} else {
+				close(profiled)
+			}
 			before := cpuByProcess(t)
 			d := operatorDrain(t, c, w, set)
 			after := cpuByProcess(t)
+			<-profiled
 			for _, name := range cpuProcesses {
 				cpu[name] = append(cpu[name], (after[name]-before[name])/d.Seconds())
 			}
@@ -494,6 +503,40 @@ func limitDrainAll(t testing.TB, c *testcluster.Cluster, nodes []string) time.Du
 		}
 	}
 	return time.Since(start)
+}
+
+// p3ProfileSeconds is how long P3 profiles CPU: shorter than its drain.
+const p3ProfileSeconds = 5
+
+// saveCPUProfiles saves seconds of CPU profile of the operator and of
+// kube-apiserver (its /debug/pprof, on by default, for the admin user) to
+// dir, at the same time.
+func saveCPUProfiles(t testing.TB, c *testcluster.Cluster, dir string, seconds int) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		path := filepath.Join(dir, "p3-operator-cpu.pprof")
+		if err := op.saveProfile(fmt.Sprintf("profile?seconds=%d", seconds), path); err != nil {
+			t.Logf("operator CPU profile not saved: %v", err)
+			return
+		}
+		t.Logf("operator CPU profile of the P3 drain: go tool pprof -top %s", path)
+	})
+	wg.Go(func() {
+		path := filepath.Join(dir, "p3-kube-apiserver-cpu.pprof")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds+30)*time.Second)
+		defer cancel()
+		body, err := c.Clientset.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(seconds)).Timeout(time.Duration(seconds+20) * time.Second).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(path, body, 0o644)
+		}
+		if err != nil {
+			t.Logf("kube-apiserver CPU profile not saved: %v", err)
+			return
+		}
+		t.Logf("kube-apiserver CPU profile of the P3 drain: go tool pprof -top %s", path)
+	})
+	wg.Wait()
 }
 
 // cpuProcesses are the processes whose CPU P3 reports: where the time of a
