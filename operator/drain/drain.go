@@ -195,8 +195,8 @@ const callTimeout = 15 * time.Second
 // A call that has started is not cancelled with ctx (only bounded by
 // callTimeout): an eviction cut off after the API server counted it against
 // the PodDisruptionBudget but before it deleted the pod leaves the pod in the
-// budget's disruptedPods for two minutes (the disruption controller's
-// DeletionTimeout), blocking the next eviction. Shutdown waits for the
+// budget's disruptedPods for DisruptedPodTimeout (see InterruptedEviction),
+// blocking the next eviction. Shutdown waits for the
 // in-flight calls instead; calls not yet started are skipped.
 func Evict(ctx context.Context, evictor Evictor, pods []corev1.Pod, parallel int) []EvictionResult {
 	if parallel < 1 {
