@@ -29,6 +29,13 @@ const (
 	ImageTag        = "v0.1.0"
 	// DefaultImage is the image the provider deploys unless told otherwise.
 	DefaultImage = ImageRepository + ":" + ImageTag
+	// DefaultReplicas is the operator's replica count unless told otherwise.
+	DefaultReplicas = 1
+	// DefaultCPURequest, DefaultMemoryRequest and DefaultMemoryLimit are
+	// DefaultResources, as quantities the provider's schema can show.
+	DefaultCPURequest    = "50m"
+	DefaultMemoryRequest = "64Mi"
+	DefaultMemoryLimit   = "256Mi"
 
 	webhookServiceName = OperatorName + "-webhook"
 	metricsServiceName = OperatorName + "-metrics"
@@ -58,8 +65,8 @@ type OperatorOptions struct {
 // DefaultResources are modest: the operator caches pods and nodes, and idles.
 func DefaultResources() corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(DefaultCPURequest), corev1.ResourceMemory: resource.MustParse(DefaultMemoryRequest)},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(DefaultMemoryLimit)},
 	}
 }
 

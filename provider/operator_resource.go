@@ -86,19 +86,19 @@ func (r *OperatorResource) Schema(ctx context.Context, _ resource.SchemaRequest,
 				Validators:          namespaceValidators},
 			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(config.DefaultImage),
 				MarkdownDescription: "Operator image (`make image` builds the default, `" + config.DefaultImage + "`)."},
-			"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(1),
+			"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(config.DefaultReplicas),
 				MarkdownDescription: "Replicas of the operator (0 or more); one leads, all serve the webhook.",
 				Validators:          replicasValidators},
 			"max_unavailable": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Most nodes in maintenance at once, as a count (`2`) or a percentage of all nodes (`20%`), not negative. Unset: no limit.",
 				Validators:          maxUnavailableValidators},
-			"cpu_request": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("50m"),
+			"cpu_request": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(config.DefaultCPURequest),
 				MarkdownDescription: "CPU request of the operator container, a Kubernetes quantity (`50m`).",
 				Validators:          quantityValidators},
-			"memory_request": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("64Mi"),
+			"memory_request": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(config.DefaultMemoryRequest),
 				MarkdownDescription: "Memory request of the operator container, a Kubernetes quantity (`64Mi`).",
 				Validators:          quantityValidators},
-			"memory_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("256Mi"),
+			"memory_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(config.DefaultMemoryLimit),
 				MarkdownDescription: "Memory limit of the operator container, a Kubernetes quantity (`256Mi`).",
 				Validators:          quantityValidators},
 			"extra_args": schema.ListAttribute{Optional: true, ElementType: types.StringType,
@@ -348,7 +348,7 @@ func (r *OperatorResource) waitReady(ctx context.Context, ns string) string {
 
 func (r *OperatorResource) notReady(ctx context.Context, ns string) string {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := r.clients.kube.Get(ctx, client.ObjectKey{Name: "nodemaintenances.nodemaintenance.medik8s.io"}, crd); err != nil {
+	if err := r.clients.kube.Get(ctx, client.ObjectKey{Name: nmv1beta1.CRDName}, crd); err != nil {
 		return "the NodeMaintenance CRD cannot be read: " + err.Error()
 	}
 	established := false

@@ -12,9 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// Group is the API group of NodeMaintenance.
+const Group = "nodemaintenance.medik8s.io"
+
 var (
 	// GroupVersion is the group and version of the NodeMaintenance API.
-	GroupVersion = schema.GroupVersion{Group: "nodemaintenance.medik8s.io", Version: "v1beta1"}
+	GroupVersion = schema.GroupVersion{Group: Group, Version: "v1beta1"}
 
 	// SchemeBuilder registers the API types with a runtime.Scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)

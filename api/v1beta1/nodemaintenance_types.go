@@ -13,6 +13,14 @@ const (
 	Kind = "NodeMaintenance"
 	// Resource is the plural resource name of NodeMaintenance.
 	Resource = "nodemaintenances"
+	// CRDName is the name of the NodeMaintenance CustomResourceDefinition.
+	CRDName = Resource + "." + Group
+
+	// MaxLeaseErrors is how many consecutive failures to hold the node lease
+	// after the drain started a maintenance tolerates (errorOnLeaseCount); one
+	// more restores the node and fails the maintenance. Flags, docs and the
+	// provider's descriptions quote it from here.
+	MaxLeaseErrors = 3
 
 	// MaxReasonLength bounds spec.reason (in characters), so that a reason always
 	// fits comfortably in events, logs and `kubectl get -o wide`.

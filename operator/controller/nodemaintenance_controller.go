@@ -55,10 +55,16 @@ const (
 	ReasonLeaseNotHeld         = "LeaseNotHeld"
 )
 
+// Defaults of Options, shared with the operator's flags.
 const (
-	// maxLeaseErrors is the number of consecutive lease failures after the drain
-	// started that the maintenance tolerates; one more fails it.
-	maxLeaseErrors = 3
+	DefaultMaxConcurrentReconciles = 10
+	DefaultEvictionParallelism     = 32
+	DefaultLeaseRetryInterval      = 5 * time.Second
+	DefaultBlockedBackoffInitial   = 100 * time.Millisecond
+	DefaultBlockedBackoffMax       = 5 * time.Second
+)
+
+const (
 	// evictedRecently bounds how long a pod we evicted is trusted to be on its way
 	// out while the cache has not shown its deletionTimestamp yet.
 	evictedRecently = 30 * time.Second
@@ -85,19 +91,19 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 10
+		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
 	if o.EvictionParallelism <= 0 {
-		o.EvictionParallelism = 32
+		o.EvictionParallelism = DefaultEvictionParallelism
 	}
 	if o.LeaseRetryInterval <= 0 {
-		o.LeaseRetryInterval = 5 * time.Second
+		o.LeaseRetryInterval = DefaultLeaseRetryInterval
 	}
 	if o.BlockedBackoffInitial <= 0 {
-		o.BlockedBackoffInitial = 100 * time.Millisecond
+		o.BlockedBackoffInitial = DefaultBlockedBackoffInitial
 	}
 	if o.BlockedBackoffMax <= 0 {
-		o.BlockedBackoffMax = 5 * time.Second
+		o.BlockedBackoffMax = DefaultBlockedBackoffMax
 	}
 }
 
@@ -359,7 +365,7 @@ func (r *NodeMaintenanceReconciler) keepMaintenance(ctx context.Context, nm *nmv
 
 // holdLease obtains or renews the node lease. When it cannot, it records why
 // and reports done: the caller returns the result. After the node was touched,
-// each failure counts; more than maxLeaseErrors restore the node and fail.
+// each failure counts; more than nmv1beta1.MaxLeaseErrors restore the node and fail.
 func (r *NodeMaintenanceReconciler) holdLease(ctx context.Context, nm *nmv1beta1.NodeMaintenance, node *corev1.Node,
 	status *nmv1beta1.NodeMaintenanceStatus, touched bool, prior nodestate.Prior) (ctrl.Result, bool, error) {
 	p := r.progressOf(nm)
@@ -385,7 +391,7 @@ func (r *NodeMaintenanceReconciler) holdLease(ctx context.Context, nm *nmv1beta1
 	if errors.As(err, &held) || touched {
 		r.Recorder.Eventf(nm, nil, corev1.EventTypeWarning, ReasonLeaseNotHeld, "Lease", "%s", err.Error())
 	}
-	if touched && status.ErrorOnLeaseCount > maxLeaseErrors {
+	if touched && status.ErrorOnLeaseCount > nmv1beta1.MaxLeaseErrors {
 		if rerr := r.restoreNode(ctx, nm, node.Name, prior); rerr != nil {
 			return ctrl.Result{}, true, rerr
 		}
@@ -648,10 +654,14 @@ func (r *NodeMaintenanceReconciler) SetupWithManager(ctx context.Context, mgr ct
 		})).
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(running)).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			if o.GetNamespace() != lease.Namespace || len(o.GetName()) <= len("node-") {
+			if o.GetNamespace() != lease.Namespace {
 				return nil
 			}
-			return byNode(ctx, o.GetName()[len("node-"):])
+			node, ok := lease.NodeName(o.GetName())
+			if !ok {
+				return nil
+			}
+			return byNode(ctx, node)
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.MaxConcurrentReconciles, SkipNameValidation: &r.Options.SkipNameValidation}).
 		Complete(r)

@@ -7,6 +7,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -26,8 +27,18 @@ const (
 	DefaultDuration = time.Hour
 )
 
+// namePrefix starts the name of every node lease.
+const namePrefix = "node-"
+
 // Name is the name of the lease of a node.
-func Name(nodeName string) string { return "node-" + nodeName }
+func Name(nodeName string) string { return namePrefix + nodeName }
+
+// NodeName is the inverse of Name: the node a lease in Namespace is for, or
+// false when the name is not a node lease's.
+func NodeName(leaseName string) (string, bool) {
+	node, ok := strings.CutPrefix(leaseName, namePrefix)
+	return node, ok && node != ""
+}
 
 // HeldError says another holder has a valid lease on the node.
 type HeldError struct {

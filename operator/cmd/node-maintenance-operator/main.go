@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
-	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/controller"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/manager"
 )
@@ -33,9 +34,9 @@ func main() {
 	flag.BoolVar(&o.InstallCRD, "install-crd", false, "Create or update the NodeMaintenance CRD at start.")
 	flag.StringVar(&o.MaxUnavailable, "max-unavailable", "", "Most nodes in maintenance at once, as a count (2) or a percentage of all nodes (20%); empty: no limit.")
 	flag.DurationVar(&o.LeaseDuration, "lease-duration", lease.DefaultDuration, "Duration of the node leases; they are renewed every third of it.")
-	flag.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", 10, "NodeMaintenances worked on at once.")
-	flag.IntVar(&o.Controller.EvictionParallelism, "eviction-parallelism", 32, "Eviction calls in flight per node.")
-	flag.DurationVar(&o.Controller.LeaseRetryInterval, "lease-retry-interval", 5*time.Second, "Wait before retrying a node lease that could not be obtained; more than 3 failures after the drain started fail the maintenance.")
+	flag.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "NodeMaintenances worked on at once.")
+	flag.IntVar(&o.Controller.EvictionParallelism, "eviction-parallelism", controller.DefaultEvictionParallelism, "Eviction calls in flight per node.")
+	flag.DurationVar(&o.Controller.LeaseRetryInterval, "lease-retry-interval", controller.DefaultLeaseRetryInterval, fmt.Sprintf("Wait before retrying a node lease that could not be obtained; more than %d failures after the drain started fail the maintenance.", nmv1beta1.MaxLeaseErrors))
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
