@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/provider"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/provider"
 )
 
 // version is set by the release build (-ldflags "-X main.version=...").

@@ -17,7 +17,7 @@ import (
 	"github.com/pulumi/pulumi-terraform-bridge/v3/pkg/tfbridge"
 	pschema "github.com/pulumi/pulumi/pkg/v3/codegen/schema"
 
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/provider"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/provider"
 )
 
 // Name is the Pulumi package name, and the Terraform provider's type name.

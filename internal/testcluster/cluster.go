@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/manager"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
 )
 
 // Components are the processes kwokctl runs for a cluster, in the names

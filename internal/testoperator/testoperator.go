@@ -1,5 +1,5 @@
 // Package testoperator runs the operator in the test process against a
-// testcluster, built by operator/manager exactly as the binary builds it, in
+// testcluster, built by internal/operator/manager exactly as the binary builds it, in
 // out-of-cluster mode (webhook on a loopback port, registered by URL).
 package testoperator
 
@@ -17,8 +17,8 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/controller"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/manager"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
 )
 
 // DefaultOptions are quick to react: short leases and lease retries.

@@ -1,4 +1,4 @@
-// Package e2e runs the operator (built by operator/manager, exactly as the
+// Package e2e runs the operator (built by internal/operator/manager, exactly as the
 // binary does) against a real local cluster and checks what it does to nodes
 // and pods.
 package e2e
@@ -13,7 +13,7 @@ import (
 
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/manager"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
 )
 
 // operator is the package's running operator; tests that need other flags

@@ -19,9 +19,9 @@ import (
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/lease"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/nodestate"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/webhook"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 )
 
 // The seed example on a node with a Deployment, a DaemonSet, a bare pod and a

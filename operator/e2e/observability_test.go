@@ -17,7 +17,7 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/controller"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
 )
 
 // A maintenance leaves events on the NodeMaintenance and on the Node, and the

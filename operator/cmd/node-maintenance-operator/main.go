@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/controller"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/lease"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/manager"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
 )
 
 func main() {

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/lease"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 )
 
 // A NodeMaintenance for a node that does not exist fails once, with a

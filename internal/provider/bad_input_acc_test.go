@@ -39,8 +39,8 @@ import (
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/webhook"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/provider"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/provider"
 )
 
 // Layers that refuse bad input, outermost first. Terraform cannot reach the

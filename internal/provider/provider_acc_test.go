@@ -25,7 +25,7 @@ import (
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/provider"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/provider"
 )
 
 var operator *testoperator.Operator

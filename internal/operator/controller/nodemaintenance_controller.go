@@ -30,9 +30,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/drain"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/lease"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/nodestate"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
 )
 
 // Index names registered with the manager's field indexer.

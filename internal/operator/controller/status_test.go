@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 )
 
 func TestDrainProgress(t *testing.T) {

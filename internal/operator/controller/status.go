@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 )
 
 // maxErrorsInStatus bounds lastError when many pods are blocked at once.

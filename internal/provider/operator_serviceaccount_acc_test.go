@@ -26,9 +26,9 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/controller"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/manager"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/webhook"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 )
 
 // The installation's RBAC is enough, and not more: the real operator runs

@@ -38,10 +38,10 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/controller"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/drain"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/lease"
-	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/operator/webhook"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
+	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 )
 
 // Scheme is what the operator reads and writes.

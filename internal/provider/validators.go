@@ -25,7 +25,7 @@ import (
 // cluster. The limits are the CRD's and the operator's: the CRD's
 // spec.nodeName (1 to 253 characters), the webhook's ValidateNodeName (a
 // DNS-1123 subdomain, checked with the same apimachinery function: importing
-// operator/webhook would link controller-runtime's manager and webhook
+// internal/operator/webhook would link controller-runtime's manager and webhook
 // server into the provider), and nmv1beta1.MaxReasonLength.
 
 var (
