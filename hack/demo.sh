@@ -127,6 +127,8 @@ step "$TF apply: install the operator with the module examples/modules/node-main
 tf get -no-color >/dev/null # the module; the provider comes from the dev override
 tf_apply apply
 ns=$(tf output -raw operator_namespace)
+# No node listed is not success (as for the nodemaintenance_list data source).
+echo "all_succeeded = $(tf output -raw all_succeeded) (no node yet)"
 kubectl -n "$ns" get serviceaccounts,deployments,services
 kubectl get crd nodemaintenances.nodemaintenance.medik8s.io
 
@@ -152,7 +154,9 @@ echo "operator ready (log: $work/operator.log)"
 step "$TF apply: put node02 into maintenance (| lines: the provider's progress timeline)"
 export TF_VAR_nodes='{"node02" = "硬體更換 - RAM 升級"}'
 tf_apply apply
-echo "all_succeeded = $(tf output -raw all_succeeded)"
+all_succeeded=$(tf output -raw all_succeeded)
+echo "all_succeeded = $all_succeeded"
+[ "$all_succeeded" = true ] || { echo "the module's all_succeeded is $all_succeeded after the maintenance of node02" >&2; exit 1; }
 
 step "kubectl get nm -o wide"
 kubectl get nm -o wide

@@ -106,6 +106,8 @@ output "all_succeeded" {
 		if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: config.OperatorName}, &appsv1.Deployment{}); err != nil {
 			t.Fatalf("the module's apply did not install the operator Deployment: %v", err)
 		}
+		// No node is not success, as for the nodemaintenance_list data source.
+		tf.wantOutputs(t, map[string]any{"all_succeeded": false, "phases": map[string]any{}})
 		if _, stop, err = startAsServiceAccount(c, ns, w); err != nil {
 			t.Fatal(err)
 		}

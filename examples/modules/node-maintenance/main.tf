@@ -92,6 +92,6 @@ output "operator_namespace" {
 }
 
 output "all_succeeded" {
-  description = "True when every listed node is drained."
-  value       = alltrue([for m in nodemaintenance.node : m.phase == "Succeeded"])
+  description = "True when at least one node is listed and every listed node is drained (phase Succeeded). No nodes is not success, as for the nodemaintenance_list data source's all_succeeded."
+  value       = length(nodemaintenance.node) > 0 && alltrue([for m in nodemaintenance.node : m.phase == "Succeeded"])
 }
