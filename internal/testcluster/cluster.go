@@ -10,7 +10,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -74,12 +73,23 @@ type Options struct {
 // current is the cluster of the running test package, set by Main.
 var current *Cluster
 
-// Get returns the package's cluster. In -short mode, or when Main did not
+// AccEnv is the variable that turns on the tests that need a cluster, as
+// terraform-plugin-testing's TF_ACC turns on acceptance tests: unset, a bare
+// `go test ./...` runs unit tests only.
+const AccEnv = "TF_ACC"
+
+// Enabled reports whether AccEnv asks for the tests that need a cluster.
+func Enabled() bool { return os.Getenv(AccEnv) != "" }
+
+// Get returns the package's cluster. Without TF_ACC, or when Main did not
 // start one, the test is skipped.
 func Get(t testing.TB) *Cluster {
 	t.Helper()
 	if current == nil {
-		t.Skip("integration test: needs the package cluster (run without -short; see testcluster.Main)")
+		if !Enabled() {
+			t.Skip("needs a local cluster: set TF_ACC=1 to run it (`make test`, or `make test-integration`); `make tools` builds what it needs")
+		}
+		t.Skip("needs the package cluster, which testcluster.Main did not start (TestMain must call it)")
 	}
 	return current
 }
@@ -89,13 +99,10 @@ func Get(t testing.TB) *Cluster {
 //
 //	func TestMain(m *testing.M) { os.Exit(testcluster.Main(m, testcluster.Options{InstallCRD: true})) }
 //
-// With -short no cluster is started and integration tests skip themselves.
+// Without TF_ACC no cluster is started and the tests that need one skip
+// themselves (Get), so the package's unit tests run alone.
 func Main(m *testing.M, opts Options) int {
-	// testing.Short needs parsed flags; m.Run would parse them too late.
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	if testing.Short() {
+	if !Enabled() {
 		return m.Run()
 	}
 	if err := RequireTools("kwokctl", "kubectl", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"); err != nil {
