@@ -136,6 +136,7 @@ GO
       # consumer must replace each with the matching published v0.x release.
       local gomod staging_version=${version/v1./v0.} replaces=""
       gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+      # shellcheck disable=SC2013 # one module path per word on purpose: paths have no spaces
       for m in $(sed -n 's#^[[:space:]]*\(k8s.io/[^ ]*\) => ./staging/.*#\1#p' "$gomod"); do
         replaces+=" $m=$m@$staging_version"
       done

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the project takes from the host's apt rather
+# than building them (hack/tools.sh builds the Go toolchain): shellcheck, for
+# `make lint`. A no-op when every package is installed; otherwise runs
+# apt-get, as root (or through sudo).
+#
+#   hack/apt.sh            install what is missing
+#   hack/apt.sh --check    exit 1 and name what is missing, install nothing
+set -euo pipefail
+
+PACKAGES=(shellcheck)
+
+installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
+
+missing=()
+for p in "${PACKAGES[@]}"; do installed "$p" || missing+=("$p"); done
+[ ${#missing[@]} -gt 0 ] || exit 0
+if [ "${1:-}" = --check ]; then
+  echo "missing Debian packages: ${missing[*]} (run: make tools)" >&2
+  exit 1
+fi
+
+command -v apt-get >/dev/null || {
+  echo "hack/apt.sh: no apt-get here; install ${missing[*]} with your package manager" >&2
+  exit 1
+}
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "hack/apt.sh: installing ${missing[*]} needs root or sudo" >&2; exit 1; }
+  sudo=(sudo)
+fi
+echo "[apt] installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+# A fresh machine may have no package lists yet; update only when the install fails.
+"${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null ||
+  { "${sudo[@]}" apt-get update >/dev/null && "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; }
