@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 )
 
 var (
@@ -79,4 +80,15 @@ func registerMetrics(reader client.Reader) {
 		metrics.Registry.MustRegister(drainDuration, evictions, evictionFailures, phases)
 	})
 	phases.reader.Store(&reader)
+}
+
+// recordRound counts a drain round's eviction calls by result, and its
+// refusals by reason.
+func recordRound(round drain.Round) {
+	for _, res := range round.Results {
+		evictions.WithLabelValues(string(res.Outcome)).Inc()
+	}
+	for reason, n := range round.FailureReasons() {
+		evictionFailures.WithLabelValues(reason).Add(float64(n))
+	}
 }

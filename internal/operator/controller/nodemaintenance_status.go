@@ -1,21 +1,59 @@
 package controller
 
 import (
-	"fmt"
+	"context"
 	"math/bits"
 	"reflect"
 	"sort"
-	"strings"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 )
 
-// maxErrorsInStatus bounds lastError when many pods are blocked at once.
-const maxErrorsInStatus = 3
+// setRound writes what a drain round left into status. A round that left
+// nothing to evict ends the drain: Succeeded.
+func setRound(status *nmv1beta1.NodeMaintenanceStatus, round drain.Round) {
+	setPending(status, round.Pending)
+	status.DrainProgress = drainProgress(status.EvictionPods, len(round.Pending))
+	status.LastError = round.Message()
+	status.ErrorOnLeaseCount = 0
+	if round.Done() {
+		status.Phase = nmv1beta1.MaintenanceSucceeded
+		status.DrainProgress = 100
+		status.LastError = ""
+	}
+}
+
+// fail ends the maintenance as Failed with msg as its lastError, and the pass
+// with it.
+func (r *NodeMaintenanceReconciler) fail(ctx context.Context, s *scope, msg string) (ctrl.Result, error) {
+	s.status.Phase = nmv1beta1.MaintenanceFailed
+	s.status.LastError = msg
+	if err := r.writeStatus(ctx, s.nm, s.status); err != nil {
+		return requeueOnConflict(err)
+	}
+	r.Recorder.Eventf(s.nm, nil, corev1.EventTypeWarning, ReasonFailedMaintenance, "Maintain", "%s", msg)
+	log.FromContext(ctx).Info("maintenance failed", "node", s.nm.Spec.NodeName, "reason", msg)
+	return ctrl.Result{}, errPassEnded
+}
+
+// writeStatus writes status when it changed, stamping lastUpdate.
+func (r *NodeMaintenanceReconciler) writeStatus(ctx context.Context, nm *nmv1beta1.NodeMaintenance, status *nmv1beta1.NodeMaintenanceStatus) error {
+	status.LastUpdate = nm.Status.LastUpdate
+	status.LastError = boundedError(status.LastError)
+	if equalStatus(&nm.Status, status) {
+		return nil
+	}
+	status.LastUpdate = metav1.NewTime(r.now())
+	nm.Status = *status
+	return r.Client.Status().Update(ctx, nm)
+}
 
 // drainProgress is the percentage of the pods to evict that are gone,
 // clamped to 0..100 (pods can arrive after the count was taken).
@@ -38,25 +76,6 @@ func drainProgress(evictionPods, pending int) int {
 	hi, lo := bits.Mul64(uint64(evictionPods-pending), 100)
 	p, _ := bits.Div64(hi, lo, uint64(evictionPods))
 	return int(p)
-}
-
-// pendingAfter is every pod of the plan still on the node after this pass:
-// the terminating ones, those just evicted (terminating now) and those
-// blocked or failed. Pods the API reported gone are not pending.
-func pendingAfter(plan drain.Plan, results []drain.EvictionResult) []corev1.Pod {
-	gone := map[string]bool{}
-	for _, r := range results {
-		if r.Outcome == drain.Gone {
-			gone[r.Pod.String()] = true
-		}
-	}
-	var out []corev1.Pod
-	for _, p := range plan.Pending() {
-		if !gone[p.Namespace+"/"+p.Name] {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // setPending writes the pending pods into status, sorted by namespace and
@@ -84,14 +103,6 @@ func sortRefs(refs []nmv1beta1.PodReference) {
 		}
 		return refs[i].Name < refs[j].Name
 	})
-}
-
-// summarize joins the first problems into lastError, saying how many more.
-func summarize(problems []string) string {
-	if len(problems) <= maxErrorsInStatus {
-		return strings.Join(problems, "; ")
-	}
-	return fmt.Sprintf("%s; and %d more", strings.Join(problems[:maxErrorsInStatus], "; "), len(problems)-maxErrorsInStatus)
 }
 
 // maxLastErrorBytes bounds lastError in bytes: three eviction refusals from

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/big"
@@ -9,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -161,21 +161,24 @@ func FuzzDrainPassStatus(f *testing.F) {
 		planCopy := drain.Plan{ToEvict: slices.Clone(plan.ToEvict), Terminating: slices.Clone(plan.Terminating)}
 		resultsCopy := slices.Clone(results)
 
-		pending := pendingAfter(plan, results)
+		pending := drain.NewRound(plan, results).Pending
 		var want []corev1.Pod
 		for _, p := range plan.Pending() {
 			if !gone[podKey(p)] {
 				want = append(want, p)
 			}
 		}
+		slices.SortStableFunc(want, func(a, b corev1.Pod) int {
+			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
 		if !reflect.DeepEqual(pending, want) {
-			t.Fatalf("pendingAfter = %v, want the plan's pods without a Gone result, in order: %v", keysOf(pending), keysOf(want))
+			t.Fatalf("round.Pending = %v, want the plan's pods without a Gone result, sorted: %v", keysOf(pending), keysOf(want))
 		}
 		if len(pending) > len(plan.Pending()) {
 			t.Fatalf("%d pending, more than the %d pods of the plan", len(pending), len(plan.Pending()))
 		}
 		if !reflect.DeepEqual(plan, planCopy) || !reflect.DeepEqual(results, resultsCopy) {
-			t.Fatalf("pendingAfter changed its arguments")
+			t.Fatalf("NewRound changed its arguments")
 		}
 
 		prior := nmv1beta1.NodeMaintenanceStatus{
@@ -269,68 +272,4 @@ func rotated(pods []corev1.Pod) []corev1.Pod {
 		return pods
 	}
 	return append(pods[1:], pods[0])
-}
-
-// FuzzSummarizeBoundsLastError checks lastError as summarize builds it from
-// one pass's problems (one per blocked or failed pod, in pod order):
-//   - up to maxErrorsInStatus problems are joined with "; ", in order;
-//   - beyond that, only the first ones appear, then "; and N more" with the
-//     exact N, so lastError is bounded by three messages and a count however
-//     many pods are blocked;
-//   - it is valid UTF-8 when the messages it keeps are, and empty only when
-//     there is no problem or the problems it keeps are empty;
-//   - problems are not changed.
-//
-// joined holds the problems separated by "\x1f"; more adds up to 511 problems
-// of 100 bytes after them (kept small: each exec allocates them).
-func FuzzSummarizeBoundsLastError(f *testing.F) {
-	f.Add("", uint16(0))
-	f.Add("pod n/a is blocked by a PodDisruptionBudget: The disruption budget web needs 5 healthy pods and has 5 currently", uint16(0))
-	f.Add("p0\x1fp1\x1fp2", uint16(0))
-	f.Add("p0\x1fp1\x1fp2\x1fp3\x1fp4", uint16(0))
-	f.Add("p0\x1fp1\x1fp2", uint16(9999))
-	f.Add("\x1f\x1f", uint16(1))
-	f.Add("a; b\x1fc; and 2 more", uint16(0))
-	f.Add("硬體\x1f\xff\xfe\x1fé", uint16(3))
-	f.Add(strings.Repeat("x", 4096), uint16(511))
-	f.Fuzz(func(t *testing.T, joined string, more uint16) {
-		var problems []string
-		if joined != "" {
-			problems = strings.Split(joined, "\x1f")
-		}
-		filler := strings.Repeat("y", 80)
-		for i := 0; i < int(more%512); i++ {
-			problems = append(problems, fmt.Sprintf("pod n/p%d failed: %s", i, filler))
-		}
-		before := slices.Clone(problems)
-		got := summarize(problems)
-		if !slices.Equal(problems, before) {
-			t.Fatalf("summarize changed its argument")
-		}
-		kept := problems[:min(len(problems), maxErrorsInStatus)]
-		want := strings.Join(kept, "; ")
-		if extra := len(problems) - len(kept); extra > 0 {
-			want += fmt.Sprintf("; and %d more", extra)
-		}
-		if got != want {
-			t.Fatalf("summarize(%d problems) = %q, want %q", len(problems), got, want)
-		}
-		bound := len(kept)*len("; ") + len("; and  more") + len(strconv.Itoa(len(problems)))
-		for _, p := range kept {
-			bound += len(p)
-		}
-		if len(got) > bound {
-			t.Fatalf("lastError is %d bytes, more than the %d of the kept messages and a count", len(got), bound)
-		}
-		keptValid := true
-		for _, p := range kept {
-			keptValid = keptValid && utf8.ValidString(p)
-		}
-		if keptValid && !utf8.ValidString(got) {
-			t.Fatalf("lastError %q is not valid UTF-8 though the messages it keeps are", got)
-		}
-		if got == "" && len(problems) > 0 && strings.Join(kept, "") != "" {
-			t.Fatalf("lastError empty with %d problems", len(problems))
-		}
-	})
 }

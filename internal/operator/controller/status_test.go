@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -9,10 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 )
 
 func TestDrainProgress(t *testing.T) {
@@ -60,27 +57,6 @@ func TestSetPendingIsSortedAndStable(t *testing.T) {
 	setPending(a, nil)
 	if a.PendingPods != nil || a.PendingPodsRefs != nil {
 		t.Fatalf("empty pending should clear both lists: %+v", a)
-	}
-}
-
-func TestPendingAfterDropsGonePods(t *testing.T) {
-	plan := drain.Plan{ToEvict: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "b"}}}}
-	results := []drain.EvictionResult{{Pod: types.NamespacedName{Namespace: "n", Name: "a"}, Outcome: drain.Gone}, {Pod: types.NamespacedName{Namespace: "n", Name: "b"}, Outcome: drain.Evicted}}
-	if got := pendingAfter(plan, results); len(got) != 1 || got[0].Name != "b" {
-		t.Fatalf("pending after = %v", got)
-	}
-}
-
-func TestSummarizeBoundsLastError(t *testing.T) {
-	var problems []string
-	for i := 0; i < 5; i++ {
-		problems = append(problems, fmt.Sprint("p", i))
-	}
-	if got := summarize(problems); got != "p0; p1; p2; and 2 more" {
-		t.Fatalf("summarize = %q", got)
-	}
-	if got := summarize(nil); got != "" {
-		t.Fatalf("summarize(nil) = %q", got)
 	}
 }
 

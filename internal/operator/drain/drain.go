@@ -23,9 +23,11 @@
 package drain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -40,13 +42,12 @@ import (
 	kubedrain "k8s.io/kubectl/pkg/drain"
 )
 
-// Reasons a pod is left on the node; they appear in logs and metrics.
+// Reasons a pod is left on the node. Plan.SkippedSummary counts them for the
+// event that starts a maintenance and the operator's drain-pass log.
 const (
 	SkipDaemonSet       = "DaemonSet pod"
 	SkipMirror          = "mirror (static) pod"
 	SkipToleratesDrain  = "created after the cordon and tolerates the maintenance taints"
-	StatusTerminating   = "terminating"
-	StatusToEvict       = "to evict"
 	mirrorPodAnnotation = corev1.MirrorPodAnnotationKey
 )
 
@@ -65,6 +66,26 @@ func (p Plan) Pending() []corev1.Pod {
 	out := make([]corev1.Pod, 0, len(p.ToEvict)+len(p.Terminating))
 	out = append(out, p.ToEvict...)
 	return append(out, p.Terminating...)
+}
+
+// SkippedSummary counts the pods that stay on the node by reason, sorted by
+// reason: "DaemonSet pod (2), mirror (static) pod (1)". It is empty when no
+// pod stays.
+func (p Plan) SkippedSummary() string {
+	counts := map[string]int{}
+	for _, reason := range p.Skipped {
+		counts[reason]++
+	}
+	reasons := make([]string, 0, len(counts))
+	for reason := range counts {
+		reasons = append(reasons, reason)
+	}
+	sort.Strings(reasons)
+	parts := make([]string, 0, len(reasons))
+	for _, reason := range reasons {
+		parts = append(parts, fmt.Sprintf("%s (%d)", reason, counts[reason]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Filters returns the drain filters in kubectl's PodFilter form. cordonedAt is
@@ -316,10 +337,10 @@ func InterruptedEvictions(pdbs []policyv1.PodDisruptionBudget, running func(type
 	return out
 }
 
+// sortPods sorts by namespace and name, keeping the order of equal names.
 func sortPods(pods []corev1.Pod) {
-	sort.Slice(pods, func(i, j int) bool {
-		return lessName(types.NamespacedName{Namespace: pods[i].Namespace, Name: pods[i].Name},
-			types.NamespacedName{Namespace: pods[j].Namespace, Name: pods[j].Name})
+	slices.SortStableFunc(pods, func(a, b corev1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 }
 

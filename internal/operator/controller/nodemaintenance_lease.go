@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
+)
+
+// holdLease obtains or renews the node lease. When it cannot, it records why
+// in the status and ends the pass with a retry. After the node was touched,
+// each failure counts; more than nmv1beta1.MaxLeaseErrors in a row restore
+// the node and fail the maintenance.
+func (r *NodeMaintenanceReconciler) holdLease(ctx context.Context, s *scope) (ctrl.Result, error) {
+	p := r.progressOf(s.nm)
+	if !p.lastLeaseFailed.IsZero() && r.now().Sub(p.lastLeaseFailed) < r.Options.LeaseRetryInterval {
+		// Pod events may wake us often; a lease failure is retried (and
+		// counted) at most once per interval.
+		return ctrl.Result{RequeueAfter: r.Options.LeaseRetryInterval - r.now().Sub(p.lastLeaseFailed)}, nil
+	}
+	err := r.Leases.Obtain(ctx, s.node.Name)
+	if err == nil {
+		p.lastLeaseFailed = time.Time{}
+		return ctrl.Result{}, nil
+	}
+	p.lastLeaseFailed = r.now()
+	status := s.status
+	if status.Phase == "" {
+		status.Phase = nmv1beta1.MaintenanceRunning
+	}
+	status.LastError = err.Error()
+	if s.touched {
+		status.ErrorOnLeaseCount++
+	}
+	var held *lease.HeldError
+	if errors.As(err, &held) || s.touched {
+		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeWarning, ReasonLeaseNotHeld, "Lease", "%s", err.Error())
+	}
+	if s.touched && status.ErrorOnLeaseCount > nmv1beta1.MaxLeaseErrors {
+		if err := r.restoreNode(ctx, s.nm, s.node.Name, s.prior); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.fail(ctx, s, fmt.Sprintf(
+			"could not hold the lease on node %s %d times in a row (last error: %v); the node was restored and the maintenance stopped. Delete this NodeMaintenance and create it again to retry",
+			s.node.Name, status.ErrorOnLeaseCount, err))
+	}
+	if err := r.writeStatus(ctx, s.nm, status); err != nil {
+		return requeueOnConflict(err)
+	}
+	return ctrl.Result{RequeueAfter: r.Options.LeaseRetryInterval}, nil
+}
+
+// keepMaintenance is the Succeeded phase: it holds the lease of the drained
+// node for as long as the maintenance lasts.
+func (r *NodeMaintenanceReconciler) keepMaintenance(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (ctrl.Result, error) {
+	s := r.newScope(nm)
+	if res, err := r.observe(ctx, s); ended(res, err) {
+		return res, err
+	}
+	if s.status.ErrorOnLeaseCount != 0 || s.status.LastError != "" {
+		s.status.ErrorOnLeaseCount, s.status.LastError = 0, ""
+		if err := r.writeStatus(ctx, nm, s.status); err != nil {
+			return requeueOnConflict(err)
+		}
+	}
+	return ctrl.Result{RequeueAfter: r.Leases.RenewInterval()}, nil
+}

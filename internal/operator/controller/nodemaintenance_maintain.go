@@ -1,0 +1,197 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
+)
+
+// scope is what one pass over an active maintenance works on.
+type scope struct {
+	nm *nmv1beta1.NodeMaintenance
+	// status is the status the pass writes, a copy of nm's.
+	status *nmv1beta1.NodeMaintenanceStatus
+	// prior is the node's state from before the maintenance; touched says it
+	// was recorded when the pass began, so the node may carry our changes.
+	prior   nodestate.Prior
+	touched bool
+	node    *corev1.Node
+}
+
+func (r *NodeMaintenanceReconciler) newScope(nm *nmv1beta1.NodeMaintenance) *scope {
+	return &scope{nm: nm, status: nm.Status.DeepCopy()}
+}
+
+// maintain is the Running phase: lease, cordon, one drain round, status.
+func (r *NodeMaintenanceReconciler) maintain(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (ctrl.Result, error) {
+	s := r.newScope(nm)
+	if res, err := r.observe(ctx, s); ended(res, err) {
+		return res, err
+	}
+	if res, err := r.enterMaintenance(ctx, s); ended(res, err) {
+		return res, err
+	}
+	plan, err := r.plan(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	round := r.evict(ctx, s, plan)
+	recordRound(round)
+	setRound(s.status, round)
+	if err := r.writeStatus(ctx, nm, s.status); err != nil {
+		return requeueOnConflict(err)
+	}
+	return r.afterRound(ctx, s, round), nil
+}
+
+// observe reads the recorded prior state and the node, and holds the lease.
+// It ends the pass when the maintenance cannot go on: the record is
+// unreadable or the node is gone (Failed), or the lease is not held.
+func (r *NodeMaintenanceReconciler) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
+	var err error
+	if s.prior, s.touched, err = priorState(s.nm); err != nil {
+		// Restoring now would have to guess the node's schedulability from
+		// before the maintenance; leaving it in maintenance loses nothing.
+		return r.fail(ctx, s, fmt.Sprintf("%v. The node is left as the maintenance made it (cordoned and tainted): "+
+			"without the record, uncordoning it could undo a cordon from before the maintenance. "+
+			"Deleting this NodeMaintenance uncordons node %s and removes the maintenance taints and label", err, s.nm.Spec.NodeName))
+	}
+	s.node = &corev1.Node{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: s.nm.Spec.NodeName}, s.node); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("read node %s: %w", s.nm.Spec.NodeName, err)
+		}
+		msg := fmt.Sprintf("node %s does not exist; delete this NodeMaintenance and create one for an existing node", s.nm.Spec.NodeName)
+		if s.touched {
+			msg = fmt.Sprintf("node %s was deleted during the maintenance; delete this NodeMaintenance to clean up", s.nm.Spec.NodeName)
+		}
+		return r.fail(ctx, s, msg)
+	}
+	return r.holdLease(ctx, s)
+}
+
+// enterMaintenance records the node's prior state on the NodeMaintenance,
+// then cordons and taints the node. The record is written first, so a crash
+// between the two can never lose it.
+func (r *NodeMaintenanceReconciler) enterMaintenance(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if !s.touched {
+		s.prior = nodestate.Record(s.node, r.now())
+		if s.nm.Annotations == nil {
+			s.nm.Annotations = map[string]string{}
+		}
+		s.nm.Annotations[nodestate.PriorStateAnnotation] = s.prior.Encode()
+		if err := r.Client.Update(ctx, s.nm); err != nil {
+			return requeueOnConflict(err)
+		}
+	}
+	if nodestate.InMaintenance(s.node) {
+		return ctrl.Result{}, nil
+	}
+	if err := r.patchNode(ctx, s.node.Name, nodestate.ApplyMaintenance); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.Recorder.Eventf(s.node, s.nm, corev1.EventTypeNormal, ReasonCordon, "Cordon",
+		"Node cordoned and tainted for maintenance %s", s.nm.Name)
+	return ctrl.Result{}, nil
+}
+
+// plan lists the node's pods and classifies them. The pass that starts the
+// drain counts them into the status and says so in an event.
+func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.Plan, error) {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.MatchingFields{PodNodeNameIndex: s.node.Name}); err != nil {
+		return drain.Plan{}, fmt.Errorf("list pods on node %s: %w", s.node.Name, err)
+	}
+	plan := drain.NewPlan(pods.Items, drain.Filters(s.prior.CordonedAt, nodestate.MaintenanceTaints))
+	// The counts are taken when the drain starts: the pass that first touches
+	// the node (a wait for the lease before it may already have set the
+	// phase), or a later one if that pass could not write its status.
+	if !s.touched || (s.status.TotalPods == 0 && s.status.EvictionPods == 0) {
+		s.status.Phase = nmv1beta1.MaintenanceRunning
+		s.status.TotalPods = len(pods.Items)
+		s.status.EvictionPods = len(plan.Pending())
+		msg := fmt.Sprintf("Maintenance of node %s started: %d pods on the node, %d to evict", s.node.Name, s.status.TotalPods, s.status.EvictionPods)
+		if staying := plan.SkippedSummary(); staying != "" {
+			msg += "; staying: " + staying
+		}
+		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeNormal, ReasonBeginMaintenance, "BeginMaintenance", "%s", msg)
+	}
+	return plan, nil
+}
+
+// evict makes one round of eviction calls for the pods of plan this process
+// has not evicted moments ago. A refusal by a PodDisruptionBudget is an
+// event, explained first by any budget an interrupted eviction holds.
+func (r *NodeMaintenanceReconciler) evict(ctx context.Context, s *scope, plan drain.Plan) drain.Round {
+	p := r.progressOf(s.nm)
+	results := drain.Evict(ctx, r.Evictor, p.notEvictedYet(plan.ToEvict, r.now()), r.Options.EvictionParallelism)
+	for _, res := range results {
+		if res.Outcome == drain.Evicted {
+			p.evicted[res.UID] = r.now()
+		}
+	}
+	round := drain.NewRound(plan, results)
+	if round.Count(drain.Blocked) > 0 {
+		round.Interrupted = r.interruptedEvictions(ctx, round.BlockedNamespaces())
+		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeWarning, ReasonEvictionBlocked, "Evict", "%s", round.Problems()[0])
+	}
+	return round
+}
+
+// interruptedEvictions reads the budgets of the namespaces from the cache
+// and lists those charged for a pod that never left
+// (drain.InterruptedEvictions). It is only an explanation: a read that fails
+// leaves it out.
+func (r *NodeMaintenanceReconciler) interruptedEvictions(ctx context.Context, namespaces []string) []drain.InterruptedEviction {
+	running := func(key types.NamespacedName) bool {
+		pod := &corev1.Pod{}
+		return r.Client.Get(ctx, key, pod) == nil && pod.DeletionTimestamp == nil
+	}
+	var out []drain.InterruptedEviction
+	for _, ns := range namespaces {
+		pdbs := &policyv1.PodDisruptionBudgetList{}
+		if err := r.Client.List(ctx, pdbs, client.InNamespace(ns)); err != nil {
+			log.FromContext(ctx).V(1).Info("cannot read the PodDisruptionBudgets of a blocked pod", "namespace", ns, "error", err.Error())
+			continue
+		}
+		out = append(out, drain.InterruptedEvictions(pdbs.Items, running, r.now())...)
+	}
+	return out
+}
+
+// afterRound says when to look again. A drained node's lease is renewed;
+// otherwise pod deletions and PDB changes wake us through watches and the
+// requeue is the safety net, with a backoff so that a PDB that never allows
+// does not spin.
+func (r *NodeMaintenanceReconciler) afterRound(ctx context.Context, s *scope, round drain.Round) ctrl.Result {
+	logger := log.FromContext(ctx)
+	if round.Done() {
+		drainDuration.Observe(r.now().Sub(s.nm.CreationTimestamp.Time).Seconds())
+		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeNormal, ReasonSucceededMaintenance, "Drain",
+			"Node %s is cordoned and drained", s.node.Name)
+		logger.Info("maintenance succeeded", "node", s.node.Name)
+		return ctrl.Result{RequeueAfter: r.Leases.RenewInterval()}
+	}
+	p := r.progressOf(s.nm)
+	next := r.Leases.RenewInterval()
+	if round.Refused() {
+		next = min(next, p.nextBlockedBackoff(r.Options))
+	} else {
+		p.blockedBackoff = 0
+		next = min(next, evictedRecently)
+	}
+	logger.V(1).Info("drain pass", "node", s.node.Name, "pending", len(round.Pending), "blocked", round.Count(drain.Blocked),
+		"failed", round.Count(drain.Failed), "staying", round.Plan.SkippedSummary(), "requeueAfter", next)
+	return ctrl.Result{RequeueAfter: next}
+}
