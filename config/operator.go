@@ -37,9 +37,22 @@ const (
 	DefaultMemoryRequest = "64Mi"
 	DefaultMemoryLimit   = "256Mi"
 
-	webhookServiceName = OperatorName + "-webhook"
+	// WebhookServiceName is the Service in front of the webhook; in-cluster
+	// certificates are issued for its DNS name.
+	WebhookServiceName = OperatorName + "-webhook"
+	// WebhookSecretName is the secret the in-cluster webhook certificates are
+	// kept in (and mounted from).
+	WebhookSecretName = OperatorName + "-webhook-cert"
+	// MetricsReaderName is the ClusterRole a scraper of the operator's metrics
+	// is bound to: the endpoint serves authenticated and authorized clients only.
+	MetricsReaderName = OperatorName + "-metrics-reader"
+	// WebhookPort, MetricsPort and HealthPort are the ports the operator
+	// listens on in its pod, and the defaults of its flags.
+	WebhookPort = 9443
+	MetricsPort = 8080
+	HealthPort  = 8081
+
 	metricsServiceName = OperatorName + "-metrics"
-	webhookSecretName  = OperatorName + "-webhook-cert"
 	certDir            = "/tmp/k8s-webhook-server/serving-certs"
 	// rbacPlaceholderNamespace is what controller-gen writes for namespaced
 	// RBAC markers; it becomes the install namespace.
@@ -112,6 +125,10 @@ func OperatorObjects(o OperatorOptions) ([]client.Object, error) {
 		clusterRole,
 		&rbacv1.ClusterRoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: meta(OperatorName, false),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: OperatorName}, Subjects: subject},
+		// Bound by whoever scrapes the metrics (--metrics-secure): the operator
+		// asks the API server whether the scraper may get /metrics.
+		&rbacv1.ClusterRole{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: meta(MetricsReaderName, false),
+			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}},
 	}
 	for i, r := range roles {
 		name := OperatorName
@@ -133,15 +150,15 @@ func OperatorObjects(o OperatorOptions) ([]client.Object, error) {
 		&rbacv1.RoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(leaderElection, true),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: leaderElection}, Subjects: subject},
 		// cert-controller fills this secret with the webhook CA and certificate.
-		&corev1.Secret{TypeMeta: tm("v1", "Secret"), ObjectMeta: meta(webhookSecretName, true)},
-		&corev1.Service{TypeMeta: tm("v1", "Service"), ObjectMeta: meta(webhookServiceName, true), Spec: corev1.ServiceSpec{
+		&corev1.Secret{TypeMeta: tm("v1", "Secret"), ObjectMeta: meta(WebhookSecretName, true)},
+		&corev1.Service{TypeMeta: tm("v1", "Service"), ObjectMeta: meta(WebhookServiceName, true), Spec: corev1.ServiceSpec{
 			Selector: labels, Ports: []corev1.ServicePort{{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook")}}}},
 		&corev1.Service{TypeMeta: tm("v1", "Service"), ObjectMeta: meta(metricsServiceName, true), Spec: corev1.ServiceSpec{
-			Selector: labels, Ports: []corev1.ServicePort{{Name: "metrics", Port: 8080, TargetPort: intstr.FromString("metrics")}}}},
+			Selector: labels, Ports: []corev1.ServicePort{{Name: "metrics", Port: MetricsPort, TargetPort: intstr.FromString("metrics")}}}},
 		deployment(o, labels, meta(OperatorName, true)),
 	)
 	clientConfig := admissionregistrationv1.WebhookClientConfig{
-		Service: &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: webhookServiceName},
+		Service: &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: WebhookServiceName},
 	}
 	if o.WebhookURL != "" {
 		clientConfig = admissionregistrationv1.WebhookClientConfig{URL: &o.WebhookURL, CABundle: o.WebhookCABundle}
@@ -157,13 +174,15 @@ func OperatorObjects(o OperatorOptions) ([]client.Object, error) {
 func deployment(o OperatorOptions, labels map[string]string, m metav1.ObjectMeta) *appsv1.Deployment {
 	args := []string{
 		"--leader-elect",
-		"--metrics-bind-address=:8080",
-		"--health-probe-bind-address=:8081",
-		"--webhook-port=9443",
+		fmt.Sprintf("--metrics-bind-address=:%d", MetricsPort),
+		// HTTPS, for scrapers bound to the metrics-reader ClusterRole only.
+		"--metrics-secure",
+		fmt.Sprintf("--health-probe-bind-address=:%d", HealthPort),
+		fmt.Sprintf("--webhook-port=%d", WebhookPort),
 		"--webhook-cert-dir=" + certDir,
 		"--webhook-config-name=" + OperatorName,
-		"--webhook-service-name=" + webhookServiceName,
-		"--webhook-secret-name=" + webhookSecretName,
+		"--webhook-service-name=" + WebhookServiceName,
+		"--webhook-secret-name=" + WebhookSecretName,
 	}
 	if o.MaxUnavailable != "" {
 		args = append(args, "--max-unavailable="+o.MaxUnavailable)
@@ -197,7 +216,7 @@ func deployment(o OperatorOptions, labels map[string]string, m metav1.ObjectMeta
 						Env: []corev1.EnvVar{{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
 							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}},
 						Ports: []corev1.ContainerPort{
-							{Name: "webhook", ContainerPort: 9443}, {Name: "metrics", ContainerPort: 8080}, {Name: "health", ContainerPort: 8081},
+							{Name: "webhook", ContainerPort: WebhookPort}, {Name: "metrics", ContainerPort: MetricsPort}, {Name: "health", ContainerPort: HealthPort},
 						},
 						Resources:      resources,
 						LivenessProbe:  probe("/healthz"),
@@ -212,7 +231,7 @@ func deployment(o OperatorOptions, labels map[string]string, m metav1.ObjectMeta
 					// cert-controller keeps the certificates in the secret and waits
 					// for the kubelet to mount them here (group-readable: fsGroup).
 					Volumes: []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-						SecretName: webhookSecretName, DefaultMode: ptr.To[int32](0o440)}}}},
+						SecretName: WebhookSecretName, DefaultMode: ptr.To[int32](0o440)}}}},
 				},
 			},
 		},

@@ -2,6 +2,8 @@ package config
 
 import (
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,7 +28,7 @@ func TestOperatorObjectsAreCompleteAndConsistent(t *testing.T) {
 			t.Errorf("%s %s in namespace %q, want nmo", gvk.Kind, o.GetName(), ns)
 		}
 	}
-	for kind, n := range map[string]int{"Namespace": 1, "CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 1,
+	for kind, n := range map[string]int{"Namespace": 1, "CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 2,
 		"ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2, "Secret": 1, "Service": 2, "Deployment": 1, "ValidatingWebhookConfiguration": 1} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s objects, want %d", kinds[kind], kind, n)
@@ -46,7 +48,9 @@ func TestOperatorObjectsAreCompleteAndConsistent(t *testing.T) {
 		case *admissionregistrationv1.ValidatingWebhookConfiguration:
 			vwc = v
 		case *rbacv1.ClusterRole:
-			clusterRole = v
+			if v.Name == OperatorName {
+				clusterRole = v
+			}
 		}
 	}
 	c := dep.Spec.Template.Spec.Containers[0]
@@ -55,12 +59,12 @@ func TestOperatorObjectsAreCompleteAndConsistent(t *testing.T) {
 	}
 	// cert-controller waits for the kubelet to mount its secret as the cert dir.
 	vols := dep.Spec.Template.Spec.Volumes
-	if len(vols) != 1 || vols[0].Secret == nil || vols[0].Secret.SecretName != webhookSecretName ||
+	if len(vols) != 1 || vols[0].Secret == nil || vols[0].Secret.SecretName != WebhookSecretName ||
 		len(c.VolumeMounts) != 1 || c.VolumeMounts[0].Name != vols[0].Name || c.VolumeMounts[0].MountPath != certDir {
-		t.Errorf("the webhook certificate secret %s is not mounted at %s: volumes %+v, mounts %+v", webhookSecretName, certDir, vols, c.VolumeMounts)
+		t.Errorf("the webhook certificate secret %s is not mounted at %s: volumes %+v, mounts %+v", WebhookSecretName, certDir, vols, c.VolumeMounts)
 	}
 	args := strings.Join(c.Args, " ")
-	for _, want := range []string{"--leader-elect", "--max-unavailable=20%", "--lease-duration=30m", "--webhook-secret-name=" + webhookSecretName} {
+	for _, want := range []string{"--leader-elect", "--max-unavailable=20%", "--lease-duration=30m", "--webhook-secret-name=" + WebhookSecretName} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}
@@ -73,7 +77,7 @@ func TestOperatorObjectsAreCompleteAndConsistent(t *testing.T) {
 		t.Error("probes missing")
 	}
 	svc := vwc.Webhooks[0].ClientConfig.Service
-	if svc == nil || svc.Namespace != "nmo" || svc.Name != webhookServiceName || svc.Path == nil {
+	if svc == nil || svc.Namespace != "nmo" || svc.Name != WebhookServiceName || svc.Path == nil {
 		t.Errorf("webhook client config %+v", vwc.Webhooks[0].ClientConfig)
 	}
 	if len(vwc.Webhooks[0].MatchConditions) != 1 {
@@ -104,5 +108,42 @@ func TestMakeImageTagsTheDefaultImage(t *testing.T) {
 	want := "IMAGE ?= " + DefaultImage + "\n"
 	if !strings.Contains(string(makefile), want) {
 		t.Fatalf("GNUmakefile lacks %q: make image and the provider's default image disagree", strings.TrimSpace(want))
+	}
+}
+
+// The installation serves metrics over HTTPS to authorized scrapers only: the
+// operator may ask the API server who a scraper is and what it may do, and a
+// metrics-reader ClusterRole exists to bind scrapers to.
+func TestOperatorObjectsServeSecureMetrics(t *testing.T) {
+	objs, err := OperatorObjects(OperatorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterRoles := map[string]*rbacv1.ClusterRole{}
+	var args []string
+	for _, o := range objs {
+		switch v := o.(type) {
+		case *rbacv1.ClusterRole:
+			clusterRoles[v.Name] = v
+		case *appsv1.Deployment:
+			args = v.Spec.Template.Spec.Containers[0].Args
+		}
+	}
+	if !slices.Contains(args, "--metrics-secure") {
+		t.Errorf("args %v lack --metrics-secure", args)
+	}
+	operator := clusterRoles[OperatorName]
+	for _, want := range []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	} {
+		if operator == nil || !slices.ContainsFunc(operator.Rules, func(r rbacv1.PolicyRule) bool { return reflect.DeepEqual(r, want) }) {
+			t.Errorf("the operator's ClusterRole lacks %s %v %v: the metrics endpoint cannot check scrapers", want.APIGroups[0], want.Resources, want.Verbs)
+		}
+	}
+	reader := clusterRoles[MetricsReaderName]
+	want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+	if reader == nil || !reflect.DeepEqual(reader.Rules, want) {
+		t.Errorf("ClusterRole %s: %+v, want rules %+v", MetricsReaderName, reader, want)
 	}
 }

@@ -1,46 +1,32 @@
 // Package manager assembles the operator: cache, controller, webhook, probes,
 // metrics and certificates. The binary and the integration tests both build
 // the operator through New, so the tests run exactly what ships.
+//
+// New reads top to bottom; each concern has its own file: certs.go (webhook
+// certificates), cache.go (what the cache holds), servers.go (metrics and
+// webhook servers), runnables.go (controller, webhook, probes), install.go
+// (the CRD and the webhook configuration).
 package manager
 
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
-	"runtime/debug"
 	"time"
 
-	"github.com/open-policy-agent/cert-controller/pkg/rotator"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	kubedrain "k8s.io/kubectl/pkg/drain"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 )
 
@@ -53,13 +39,59 @@ func init() {
 	utilruntime.Must(nmv1beta1.AddToScheme(Scheme))
 }
 
+// Defaults of Options and of the operator's flags. Names and ports are the
+// installation's (package config), so the binary run without flags matches
+// what the provider deploys.
+const (
+	DefaultWebhookPort       = config.WebhookPort
+	DefaultLeaderElectionID  = "node-maintenance-operator.nodemaintenance.medik8s.io"
+	DefaultWebhookConfigName = config.OperatorName
+	// DefaultLocalWebhookConfigName and DefaultLocalWebhookHost replace an
+	// empty WebhookConfigName and WebhookHost when LocalWebhookURL is set.
+	DefaultLocalWebhookConfigName = config.OperatorName + "-local"
+	DefaultLocalWebhookHost       = "127.0.0.1"
+	DefaultWebhookServiceName     = config.WebhookServiceName
+	DefaultWebhookSecretName      = config.WebhookSecretName
+	// LocalCertificateValidity is how long the private CA and certificate of
+	// an out-of-cluster operator are valid (they are issued anew at start).
+	LocalCertificateValidity = 365 * 24 * time.Hour
+)
+
+// DefaultMetricsBindAddress and DefaultHealthProbeBindAddress listen on the
+// ports the installation's Deployment declares.
+var (
+	DefaultMetricsBindAddress     = fmt.Sprintf(":%d", config.MetricsPort)
+	DefaultHealthProbeBindAddress = fmt.Sprintf(":%d", config.HealthPort)
+)
+
+// DefaultWebhookCertDir is controller-runtime's certificate directory, used
+// when WebhookCertDir is empty and the operator runs in-cluster.
+func DefaultWebhookCertDir() string {
+	return filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
+}
+
+// DefaultLocalWebhookCertDir is where an out-of-cluster operator writes its
+// private CA and certificate when WebhookCertDir is empty.
+func DefaultLocalWebhookCertDir(webhookPort int) string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("node-maintenance-operator-%d", webhookPort))
+}
+
 // Options configure the operator. The zero value plus a few names runs it
-// in-cluster; set LocalWebhookURL to run it on a workstation.
+// in-cluster; set LocalWebhookURL to run it on a workstation. Empty fields
+// take the Default* above where withDefaults says so; the others keep
+// controller-runtime's meaning (an empty HealthProbeBindAddress is off).
 type Options struct {
-	MetricsBindAddress     string
+	MetricsBindAddress string
+	// MetricsSecure serves metrics over HTTPS, to clients whose token the API
+	// server authenticates and allows `get` on the /metrics non-resource URL.
+	MetricsSecure          bool
 	HealthProbeBindAddress string
 	// PprofBindAddress serves Go's /debug/pprof profiles there; empty or 0: off.
 	PprofBindAddress string
+	// EnableHTTP2 lets the webhook and metrics servers speak HTTP/2. Off, they
+	// speak HTTP/1.1 only, out of reach of the HTTP/2 Stream Cancellation and
+	// Rapid Reset attacks (CVE-2023-44487, CVE-2023-39325).
+	EnableHTTP2      bool
 	LeaderElect      bool
 	LeaderElectionID string
 	// Namespace the operator runs in (leader election, webhook certificate secret).
@@ -89,21 +121,37 @@ type Options struct {
 	Controller    controller.Options
 }
 
-// In-cluster webhook certificates: cert-controller keeps them in a secret and
-// injects the CA into the webhook configuration.
-// The secret lives in the operator's own namespace ("system" is replaced by it
-// when the manifests are rendered), and the cache reads secrets only there.
-// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
+// local reports whether the operator runs out of cluster.
+func (o Options) local() bool { return o.LocalWebhookURL != "" }
+
+// withDefaults fills the empty fields that have a default.
+func (o Options) withDefaults() Options {
+	if o.WebhookPort == 0 {
+		o.WebhookPort = DefaultWebhookPort
+	}
+	if o.LeaderElectionID == "" {
+		o.LeaderElectionID = DefaultLeaderElectionID
+	}
+	if o.local() {
+		if o.WebhookCertDir == "" {
+			o.WebhookCertDir = DefaultLocalWebhookCertDir(o.WebhookPort)
+		}
+		if o.WebhookConfigName == "" {
+			o.WebhookConfigName = DefaultLocalWebhookConfigName
+		}
+		if o.WebhookHost == "" {
+			o.WebhookHost = DefaultLocalWebhookHost
+		}
+	}
+	if o.WebhookCertDir == "" {
+		o.WebhookCertDir = DefaultWebhookCertDir()
+	}
+	return o
+}
 
 // New builds the operator's manager on cfg.
 func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
-	if o.WebhookPort == 0 {
-		o.WebhookPort = 9443
-	}
-	if o.LeaderElectionID == "" {
-		o.LeaderElectionID = "node-maintenance-operator.nodemaintenance.medik8s.io"
-	}
+	o = o.withDefaults()
 	var maxUnavailable *intstr.IntOrString
 	if o.MaxUnavailable != "" {
 		v, err := nmwebhook.ParseMaxUnavailable(o.MaxUnavailable)
@@ -122,42 +170,15 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, err
 		}
 	}
-	local := o.LocalWebhookURL != ""
-	if local {
-		if o.WebhookCertDir == "" {
-			o.WebhookCertDir = filepath.Join(os.TempDir(), fmt.Sprintf("node-maintenance-operator-%d", o.WebhookPort))
-		}
-		if o.WebhookConfigName == "" {
-			o.WebhookConfigName = "node-maintenance-operator-local"
-		}
-		if o.WebhookHost == "" {
-			o.WebhookHost = "127.0.0.1"
-		}
-		caPEM, err := nmwebhook.WriteSelfSignedCerts(o.WebhookCertDir, []string{o.WebhookHost, "localhost"}, 365*24*time.Hour)
-		if err != nil {
-			return nil, err
-		}
-		url := o.LocalWebhookURL
-		if err := InstallWebhookConfiguration(ctx, direct, o.WebhookConfigName, admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM}); err != nil {
+	if o.local() {
+		if err := setUpLocalWebhook(ctx, direct, o); err != nil {
 			return nil, err
 		}
 	}
 
-	if o.WebhookCertDir == "" {
-		o.WebhookCertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
-	}
-
-	byObject := map[client.Object]cache.ByObject{
-		&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{lease.Namespace: {}}},
-		// Every pod of the cluster is cached: keep only what a drain reads.
-		&corev1.Pod{}: {Transform: SlimPod},
-	}
-	if o.Namespace != "" {
-		byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{o.Namespace: {}}}
-	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		Metrics:                 metricsServerOptions(o),
 		HealthProbeBindAddress:  o.HealthProbeBindAddress,
 		PprofBindAddress:        o.PprofBindAddress,
 		LeaderElection:          o.LeaderElect,
@@ -165,171 +186,18 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		LeaderElectionNamespace: o.Namespace,
 		// Stepping down fast on shutdown lets a new replica take over at once.
 		LeaderElectionReleaseOnCancel: true,
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Port: o.WebhookPort, Host: o.WebhookHost, CertDir: o.WebhookCertDir,
-		}),
-		Cache: cache.Options{
-			// Managed fields are large and never read: leaving them out of the
-			// pod cache is most of the operator's memory on big clusters.
-			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject:         byObject,
-		},
+		WebhookServer:                 webhookServer(o),
+		Cache:                         cacheOptions(o),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create the controller manager: %w", err)
 	}
-
-	certsReady := make(chan struct{})
-	if local || o.WebhookSecretName == "" {
-		close(certsReady)
-	} else {
-		// cert-controller fills a secret but does not create it.
-		if err := ensureSecret(ctx, direct, o.Namespace, o.WebhookSecretName); err != nil {
-			return nil, err
-		}
-		err := rotator.AddRotator(mgr, &rotator.CertRotator{
-			SecretKey: types.NamespacedName{Namespace: o.Namespace, Name: o.WebhookSecretName},
-			// Not mgr.GetWebhookServer(): that adds the server to the manager,
-			// which then fails to start it before the certificates exist.
-			CertDir:        o.WebhookCertDir,
-			CAName:         "node-maintenance-operator-ca",
-			CAOrganization: "nodemaintenance.medik8s.io",
-			DNSName:        fmt.Sprintf("%s.%s.svc", o.WebhookServiceName, o.Namespace),
-			IsReady:        certsReady,
-			Webhooks:       []rotator.WebhookInfo{{Name: o.WebhookConfigName, Type: rotator.Validating}},
-			// Every replica serves the webhook, so every replica keeps its certs.
-			RequireLeaderElection: false,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("set up webhook certificate rotation: %w", err)
-		}
-	}
-
-	clientset, err := kubernetes.NewForConfig(cfg)
+	certsReady, err := setUpCertificates(ctx, mgr, direct, o)
 	if err != nil {
 		return nil, err
 	}
-	reconciler := &controller.NodeMaintenanceReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("node-maintenance"),
-		Leases:    &lease.Manager{Client: mgr.GetClient(), Reader: mgr.GetClient(), Duration: o.LeaseDuration},
-		Evictor:   drain.KubectlEvictor(&kubedrain.Helper{Client: clientset, GracePeriodSeconds: -1}),
-		Options:   o.Controller,
-	}
-	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
-		return nil, fmt.Errorf("set up the NodeMaintenance controller: %w", err)
-	}
-
-	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), MaxUnavailable: maxUnavailable}
-	// The webhook can only be registered once the certificates exist.
-	if err := mgr.Add(runnableFunc(func(ctx context.Context) error {
-		select {
-		case <-certsReady:
-		case <-ctx.Done():
-			return nil
-		}
-		return validator.SetupWithManager(mgr)
-	})); err != nil {
-		return nil, err
-	}
-	// The pod cache holds slim copies (SlimPod): once the first list of every
-	// pod has been taken in, the full objects it was decoded into are garbage.
-	// Return that memory to the OS at once rather than over minutes, and log
-	// what is held (make bench's P5 measures the effect on a large cluster).
-	if err := mgr.Add(runnableFunc(func(ctx context.Context) error {
-		if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{}); err != nil {
-			return nil // stopping, or the informer failed; nothing to release
-		}
-		debug.FreeOSMemory()
-		var ms goruntime.MemStats
-		goruntime.ReadMemStats(&ms)
-		ctrl.Log.WithName("memory").Info("pod cache synced; unused memory returned to the OS",
-			"heapInUseMB", ms.HeapInuse>>20, "heapReleasedMB", ms.HeapReleased>>20, "sysMB", ms.Sys>>20)
-		return nil
-	})); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
-		select {
-		case <-certsReady:
-			return mgr.GetWebhookServer().StartedChecker()(req)
-		default:
-			return fmt.Errorf("webhook certificates are not ready yet")
-		}
-	}); err != nil {
+	if err := addRunnables(ctx, mgr, cfg, o, maxUnavailable, certsReady); err != nil {
 		return nil, err
 	}
 	return mgr, nil
-}
-
-type runnableFunc func(context.Context) error
-
-func (f runnableFunc) Start(ctx context.Context) error { return f(ctx) }
-
-// InstallCRD creates or updates the embedded NodeMaintenance CRD and waits
-// until it is established and served.
-func InstallCRD(ctx context.Context, c client.Client) error {
-	crd, err := config.CRD()
-	if err != nil {
-		return err
-	}
-	if err := createOrReplace(ctx, c, crd, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
-		return fmt.Errorf("install the NodeMaintenance CRD: %w", err)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
-			return false, nil
-		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				// Established can come before discovery; a list proves it is served.
-				return c.List(ctx, &nmv1beta1.NodeMaintenanceList{}) == nil, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("the NodeMaintenance CRD was not established and served within a minute: %w", err)
-	}
-	return nil
-}
-
-// InstallWebhookConfiguration creates or updates the ValidatingWebhookConfiguration.
-func InstallWebhookConfiguration(ctx context.Context, c client.Client, name string, cc admissionregistrationv1.WebhookClientConfig) error {
-	vwc, err := config.ValidatingWebhookConfiguration(name, cc)
-	if err != nil {
-		return err
-	}
-	if err := createOrReplace(ctx, c, vwc, &admissionregistrationv1.ValidatingWebhookConfiguration{}); err != nil {
-		return fmt.Errorf("install ValidatingWebhookConfiguration %s: %w", name, err)
-	}
-	return nil
-}
-
-func ensureSecret(ctx context.Context, c client.Client, namespace, name string) error {
-	if namespace == "" {
-		return fmt.Errorf("--namespace (or POD_NAMESPACE) is required for in-cluster webhook certificates in secret %s", name)
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	if err := c.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the webhook certificate secret %s/%s: %w", namespace, name, err)
-	}
-	return nil
-}
-
-func createOrReplace(ctx context.Context, c client.Client, obj, existing client.Object) error {
-	err := c.Get(ctx, client.ObjectKeyFromObject(obj), existing)
-	if apierrors.IsNotFound(err) {
-		return c.Create(ctx, obj)
-	}
-	if err != nil {
-		return err
-	}
-	obj.SetResourceVersion(existing.GetResourceVersion())
-	return c.Update(ctx, obj)
 }
