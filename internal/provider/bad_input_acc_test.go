@@ -37,10 +37,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	nmvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/provider"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
 
 // Layers that refuse bad input, outermost first. Terraform cannot reach the
@@ -639,25 +639,27 @@ func (creds *testCredentials) revokedToken(t *testing.T) string {
 	return tr.Status.Token
 }
 
-// The provider's plan-time checks accept and refuse exactly what the CRD and
-// the operator do: the limits are the CRD's, node names follow the webhook's
-// ValidateNodeName and max_unavailable the operator's MaxUnavailableNodes.
-func TestProviderValidationMatchesTheCRDAndWebhook(t *testing.T) {
+// The provider's plan-time checks use the CRD's limits: node names are
+// checked by api/v1beta1/validation (the webhook's rule, so the two cannot
+// disagree), whose MaxNameLength is the CRD's spec.nodeName maxLength, and the
+// reason is bounded in characters by nmv1beta1.MaxReasonLength, the CRD's
+// spec.reason maxLength.
+func TestProviderValidationMatchesTheCRD(t *testing.T) {
 	crd, err := config.CRD()
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
 	nodeName, reason := spec.Properties["nodeName"], spec.Properties["reason"]
-	if ptr.Deref(nodeName.MinLength, 0) != 1 || ptr.Deref(nodeName.MaxLength, 0) != 253 {
-		t.Errorf("CRD spec.nodeName length is %v..%v; the provider checks 1..253", nodeName.MinLength, nodeName.MaxLength)
+	if ptr.Deref(nodeName.MinLength, 0) != 1 || ptr.Deref(nodeName.MaxLength, 0) != int64(nmvalidation.MaxNameLength) {
+		t.Errorf("CRD spec.nodeName length is %v..%v; the provider checks 1..%d", nodeName.MinLength, nodeName.MaxLength, nmvalidation.MaxNameLength)
 	}
 	if ptr.Deref(reason.MaxLength, 0) != nmv1beta1.MaxReasonLength {
 		t.Errorf("CRD spec.reason maxLength is %v; the provider checks %d", reason.MaxLength, nmv1beta1.MaxReasonLength)
 	}
 
 	ctx := context.Background()
-	var nmSchema, opSchema = resourceSchema(t, provider.NewNodeMaintenanceResource()), resourceSchema(t, provider.NewOperatorResource())
+	nmSchema := resourceSchema(t, provider.NewNodeMaintenanceResource())
 	refuses := func(attr schema.Attribute, value string) bool {
 		var diags []string
 		for _, v := range attr.(schema.StringAttribute).Validators {
@@ -669,23 +671,11 @@ func TestProviderValidationMatchesTheCRDAndWebhook(t *testing.T) {
 		}
 		return len(diags) > 0
 	}
-	for _, name := range []string{"", "a", "node02", "worker-1.example.com", "Bad_Name", "UPPER", "-leading", "trailing-", "a..b", "with space", "ü",
-		strings.Repeat("a", 253), strings.Repeat("a", 254), strings.Repeat("a.", 126) + "a"} {
-		if got, want := refuses(nmSchema.Attributes["node_name"], name), webhook.ValidateNodeName(name) != nil; got != want {
-			t.Errorf("node_name %q: provider refuses %v, webhook refuses %v", name, got, want)
-		}
-	}
 	for _, n := range []int{0, 1, nmv1beta1.MaxReasonLength, nmv1beta1.MaxReasonLength + 1} {
 		for _, char := range []string{"x", "維"} {
 			if got, want := refuses(nmSchema.Attributes["reason"], strings.Repeat(char, n)), n > nmv1beta1.MaxReasonLength; got != want {
 				t.Errorf("reason of %d %q: provider refuses %v, want %v", n, char, got, want)
 			}
-		}
-	}
-	for _, s := range []string{"0", "1", "2", "20%", "0%", "100%", "150%", "-1", "-5%", "lots", "2.5", "%", "20 %", " 3", "2147483647", "2147483648", "4294967297"} {
-		_, opErr := webhook.ParseMaxUnavailable(s)
-		if got, want := refuses(opSchema.Attributes["max_unavailable"], s), opErr != nil; got != want {
-			t.Errorf("max_unavailable %q: provider refuses %v, operator refuses %v (%v)", s, got, want, opErr)
 		}
 	}
 }

@@ -14,19 +14,18 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	nmvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 )
 
 // Plan-time checks for values the cluster would refuse anyway. Refusing them
 // in the plan names the attribute and the value, and nothing is sent to the
-// cluster. The limits are the CRD's and the operator's: the CRD's
-// spec.nodeName (1 to 253 characters), the webhook's ValidateNodeName (a
-// DNS-1123 subdomain, checked with the same apimachinery function: importing
-// internal/operator/webhook would link controller-runtime's manager and webhook
-// server into the provider), and nmv1beta1.MaxReasonLength.
+// cluster. The rules are the ones the CRD and the operator apply, quoted from
+// api/v1beta1/validation (node names, --max-unavailable) and
+// nmv1beta1.MaxReasonLength; that package is free of controller-runtime, so
+// the provider links none of the operator.
 
 var (
 	_ resource.ResourceWithConfigValidators = &NodeMaintenanceResource{}
@@ -63,7 +62,7 @@ type kubernetesName struct{ what string }
 
 func (v kubernetesName) Description(context.Context) string {
 	return fmt.Sprintf("must be the name of a %s: 1 to %d lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
-		v.what, validation.DNS1123SubdomainMaxLength)
+		v.what, nmvalidation.MaxNameLength)
 }
 
 func (v kubernetesName) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
@@ -77,12 +76,12 @@ func (v kubernetesName) ValidateString(_ context.Context, req validator.StringRe
 	case n == 0:
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+titleCase(v.what)+" Name",
 			fmt.Sprintf("%s is empty. Set it to the name of a %s, as `kubectl get nodes` or `kubectl get nm` shows it.", req.Path, v.what))
-	case n > validation.DNS1123SubdomainMaxLength:
+	case n > nmvalidation.MaxNameLength:
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+titleCase(v.what)+" Name",
 			fmt.Sprintf("%s is %d characters long; the name of a %s has at most %d.",
-				req.Path, n, v.what, validation.DNS1123SubdomainMaxLength))
+				req.Path, n, v.what, nmvalidation.MaxNameLength))
 	default:
-		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		if errs := nmvalidation.NameProblems(name); len(errs) > 0 {
 			resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+titleCase(v.what)+" Name",
 				fmt.Sprintf("%s %q is not a valid %s name: %s.", req.Path, name, v.what, strings.Join(errs, "; ")))
 		}
@@ -156,9 +155,9 @@ func (quantity) ValidateString(_ context.Context, req validator.StringRequest, r
 	}
 }
 
-// maxUnavailable accepts what the operator's --max-unavailable accepts (see
-// webhook.MaxUnavailableNodes): a count of nodes or a percentage, neither
-// negative.
+// maxUnavailable accepts what the operator's --max-unavailable accepts
+// (nmvalidation.ParseMaxUnavailable): a count of nodes or a percentage,
+// neither negative.
 type maxUnavailable struct{}
 
 func (maxUnavailable) Description(context.Context) string {
@@ -172,12 +171,7 @@ func (maxUnavailable) ValidateString(_ context.Context, req validator.StringRequ
 		return
 	}
 	s := req.ConfigValue.ValueString()
-	v := intstr.Parse(s)
-	n, err := intstr.GetScaledValueFromIntOrPercent(&v, 100, false)
-	// A huge percentage overflows in the scaling; like the operator, only a
-	// minus sign makes a percentage negative.
-	negative := n < 0 && (v.Type == intstr.Int || strings.HasPrefix(v.StrVal, "-"))
-	if err != nil || negative {
+	if _, err := nmvalidation.ParseMaxUnavailable(s); err != nil {
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Max Unavailable",
 			fmt.Sprintf("%s %q is not a number of nodes (like \"2\") or a percentage of all nodes (like \"20%%\"), zero or more. "+
 				"The operator would refuse to start with it.", req.Path, s))

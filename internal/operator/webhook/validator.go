@@ -4,9 +4,7 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,12 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 )
 
 // ErrNodeNameImmutable is the exact message of the medik8s operator for an
@@ -69,7 +67,7 @@ func (v *Validator) SetupWithManager(mgr ctrl.Manager) error {
 // ValidateCreate admits a NodeMaintenance for an existing node that is not in
 // maintenance yet, within the max-unavailable limit.
 func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (admission.Warnings, error) {
-	if err := ValidateNodeName(nm.Spec.NodeName); err != nil {
+	if err := validation.ValidateNodeName(nm.Spec.NodeName); err != nil {
 		return nil, err
 	}
 	node := &corev1.Node{}
@@ -115,17 +113,6 @@ func (v *Validator) ValidateDelete(context.Context, *nmv1beta1.NodeMaintenance) 
 	return nil, nil
 }
 
-// ValidateNodeName checks that name can be the name of a Node.
-func ValidateNodeName(name string) error {
-	if name == "" {
-		return fmt.Errorf("spec.nodeName is required: name the node to put into maintenance")
-	}
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return fmt.Errorf("spec.nodeName %q is not a valid node name: %s", name, strings.Join(errs, "; "))
-	}
-	return nil
-}
-
 // nodesInMaintenance maps node name to the NodeMaintenance holding it, from
 // the live list and from creates admitted moments ago. Call with v.mu held.
 func (v *Validator) nodesInMaintenance(items []nmv1beta1.NodeMaintenance) map[string]string {
@@ -156,7 +143,7 @@ func (v *Validator) checkMaxUnavailable(ctx context.Context, nm *nmv1beta1.NodeM
 	if err := v.Reader.List(ctx, nodes); err != nil {
 		return fmt.Errorf("cannot count the nodes to apply --max-unavailable=%s: %w", v.MaxUnavailable, err)
 	}
-	limit, err := MaxUnavailableNodes(v.MaxUnavailable, len(nodes.Items))
+	limit, err := validation.MaxUnavailableNodes(v.MaxUnavailable, len(nodes.Items))
 	if err != nil {
 		return err
 	}
@@ -175,45 +162,10 @@ func (v *Validator) checkMaxUnavailable(ctx context.Context, nm *nmv1beta1.NodeM
 		nm.Spec.NodeName, len(inMaintenance)+1, len(nodes.Items), v.MaxUnavailable.String(), limit, strings.Join(busy, ", "))
 }
 
-// ParseMaxUnavailable reads the --max-unavailable flag: a count ("2") or a
-// percentage ("20%"). A count too large for the int32 of an IntOrString is
-// refused as such; intstr.Parse would take it for a malformed percentage and
-// the error would say "string is not a percentage".
-func ParseMaxUnavailable(s string) (intstr.IntOrString, error) {
-	v := intstr.FromString(s)
-	if s != "" && strings.Trim(s, "+-0123456789") == "" {
-		n, err := strconv.ParseInt(s, 10, 32)
-		if err != nil {
-			return intstr.IntOrString{}, fmt.Errorf("invalid --max-unavailable %q: a count of nodes must be between 0 and %d", s, math.MaxInt32)
-		}
-		v = intstr.FromInt32(int32(n))
-	}
-	_, err := MaxUnavailableNodes(&v, 100)
-	return v, err
-}
-
-// MaxUnavailableNodes turns a count or percentage into a number of nodes:
-// a percentage of total rounds down but is never below one, so a small
-// cluster can still maintain a node.
-func MaxUnavailableNodes(v *intstr.IntOrString, total int) (int, error) {
-	n, err := intstr.GetScaledValueFromIntOrPercent(v, total, false)
-	if err != nil {
-		return 0, fmt.Errorf("invalid --max-unavailable %q: %w", v.String(), err)
-	}
-	if n < 0 && v.Type == intstr.String && !strings.HasPrefix(v.StrVal, "-") {
-		// intstr scales through float64: a huge percentage overflows int on
-		// conversion (to MinInt on amd64). It allows every node; it is not
-		// negative.
-		n = math.MaxInt
-	}
-	if n < 0 {
-		return 0, fmt.Errorf("invalid --max-unavailable %q: must not be negative", v.String())
-	}
-	if v.Type == intstr.String && n < 1 {
-		n = 1
-	}
-	return n, nil
-}
+// ParseMaxUnavailable reads the operator's --max-unavailable flag; the rule
+// is validation.ParseMaxUnavailable's, shared with the provider. This name
+// stays for the manager's flag parsing.
+var ParseMaxUnavailable = validation.ParseMaxUnavailable
 
 func (v *Validator) now() time.Time {
 	if v.Now != nil {
