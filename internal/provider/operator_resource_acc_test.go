@@ -99,7 +99,7 @@ func TestAccOperatorInstallUpdateDestroy(t *testing.T) {
 					Config: operatorConfig(c, ns, "example.com/nmo:one", 1),
 					ConfigStateChecks: []statecheck.StateCheck{
 						statecheck.ExpectKnownValue("nodemaintenance_operator.this", tfjsonpath.New("id"), knownvalue.StringExact(ns)),
-						statecheck.ExpectKnownValue("nodemaintenance_operator.this", tfjsonpath.New("objects"), knownvalue.ListSizeExact(14)),
+						statecheck.ExpectKnownValue("nodemaintenance_operator.this", tfjsonpath.New("objects"), knownvalue.ListSizeExact(15)),
 					},
 					Check: resource.ComposeTestCheckFunc(
 						deployment(func(d *appsv1.Deployment) error {
