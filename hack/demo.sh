@@ -35,7 +35,7 @@ trap cleanup EXIT
 step "Building what is missing (the first run builds the pinned toolchain from source)"
 "$here/tools.sh" etcd kubernetes kwok kwok-stages "$TF" >/dev/null
 rm -rf "$work" && mkdir -p "$work/bin" "$work/tf"
-(cd "$root" && go build -o "$work/bin/" ./operator/cmd/node-maintenance-operator .)
+(cd "$root" && go build -o "$work/bin/" ./operator/cmd/node-maintenance-operator ./hack/webhookcerts .)
 
 step "Starting a local cluster with three fake nodes"
 NODES=3 "$here/cluster.sh" up >/dev/null
@@ -90,14 +90,9 @@ kubectl -n shop get pods -o wide --field-selector spec.nodeName=node02
 
 # The module installs the operator with the webhook sent by URL to the
 # operator process this demo runs (kwok runs the Deployment's pods as fakes):
-# a CA and a serving certificate for 127.0.0.1.
+# a CA and a serving certificate for 127.0.0.1, made by the operator's own code.
 certs=$work/certs
-mkdir -p "$certs"
-openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=node-maintenance-demo-ca \
-  -keyout "$certs/ca.key" -out "$certs/ca.crt" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$certs/tls.key" -out "$certs/tls.csr" 2>/dev/null
-openssl x509 -req -days 1 -in "$certs/tls.csr" -CA "$certs/ca.crt" -CAkey "$certs/ca.key" -CAcreateserial \
-  -extfile <(printf 'subjectAltName=IP:127.0.0.1') -out "$certs/tls.crt" 2>/dev/null
+"$work/bin/webhookcerts" "$certs" 127.0.0.1
 
 mkdir -p "$work/tf/modules"
 cp "$here/demo/main.tf" "$work/tf/"
@@ -116,9 +111,28 @@ export TF_VAR_kubeconfig=$KUBECONFIG_OUT TF_VAR_webhook_url=https://127.0.0.1:19
 tf() { (cd "$work/tf" && "$BIN/$TF" "$@"); }
 # The provider logs a line on every status change: show those, in order with
 # the CLI's own output, as the timeline; drop the rest of the log.
+# The CLI relays provider logs a little late, so each line carries its time
+# (to the millisecond). A log line is "<RFC 3339 time> [LEVEL] <source>:
+# <message>: @key=value... tf_key=value... timestamp=...".
+log_line_re='^[0-9]{4}-[0-9]{2}-[0-9]{2}T([0-9:]+)(\.[0-9]{1,3})?[0-9]*Z \['
+provider_prefix='provider.terraform-provider-nodemaintenance: NodeMaintenance '
 timeline() {
-  # The CLI relays provider logs a little late, so each line carries its time.
-  perl -ne 'if (/^\d{4}-\d\d-\d\dT([\d:]+)(\.\d{1,3})?\d*Z \[/) { my $ts = $1 . ($2 // ""); print "  | $ts $1\n" if /provider\.terraform-provider-nodemaintenance: (NodeMaintenance .*?): (?:@\w+|tf_\w+|timestamp)=/; } else { print }'
+  local line ts msg sep
+  while IFS= read -r line || [ -n "$line" ]; do
+    if ! [[ $line =~ $log_line_re ]]; then
+      printf '%s\n' "$line" # the CLI's own output
+      continue
+    fi
+    ts=${BASH_REMATCH[1]}${BASH_REMATCH[2]}
+    [[ $line == *"$provider_prefix"* ]] || continue
+    msg="NodeMaintenance ${line#*"$provider_prefix"}"
+    # The message ends at the first ": " that starts the fields.
+    local found=
+    for sep in ': @' ': tf_' ': timestamp='; do
+      if [[ $msg == *"$sep"* ]]; then msg=${msg%%"$sep"*}; found=1; fi
+    done
+    [ -z "$found" ] || printf '  | %s %s\n' "$ts" "$msg"
+  done
 }
 # Plain apply with the provider's progress lines; "| " lines are the timeline.
 tf_apply() { TF_LOG_PROVIDER=INFO tf "$@" -auto-approve -no-color 2>&1 | timeline; }
@@ -143,12 +157,20 @@ opkubectl config set-context "$(opkubectl config current-context)" --user=node-m
   --webhook-port 19443 --webhook-host 127.0.0.1 --webhook-cert-dir "$certs" --webhook-secret-name= \
   --metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 >"$work/operator.log" 2>&1 &
 operator_pid=$!
+# readyz asks the operator's health endpoint with bash's /dev/tcp (no curl).
+readyz() {
+  (
+    exec 3<>/dev/tcp/127.0.0.1/18081 || exit 1
+    printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+    IFS= read -r -t 5 status <&3 && [[ $status == "HTTP/1."?" 200 "* ]]
+  ) 2>/dev/null
+}
 for _ in $(seq 1 120); do
-  curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break
+  readyz && break
   kill -0 "$operator_pid" 2>/dev/null || { echo "the operator exited" >&2; exit 1; }
   sleep 0.5
 done
-curl -fsS http://127.0.0.1:18081/readyz >/dev/null
+readyz || { echo "the operator is not ready after 60 s" >&2; exit 1; }
 echo "operator ready (log: $work/operator.log)"
 
 step "$TF apply: put node02 into maintenance (| lines: the provider's progress timeline)"
