@@ -87,7 +87,7 @@ func Get(t testing.TB) *Cluster {
 	t.Helper()
 	if current == nil {
 		if !Enabled() {
-			t.Skip("needs a local cluster: set TF_ACC=1 to run it (`make test`, or `make test-integration`); `make tools` builds what it needs")
+			t.Skip("needs a local cluster: run with TF_ACC=1, after `make tools` builds the cluster binaries (`make test` does both)")
 		}
 		t.Skip("needs the package cluster, which testcluster.Main did not start (TestMain must call it)")
 	}
