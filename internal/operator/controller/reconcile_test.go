@@ -1,0 +1,397 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
+)
+
+// These tests drive the reconciler pass by pass against controller-runtime's
+// fake client, with a clock the test moves, for the paths the e2e tests on a
+// real cluster can only reach slowly (lease expiry and theft, conflicts, a
+// damaged record, a deleted node). The e2e tests remain the proof that the
+// same paths work against a real API server.
+
+const (
+	testNode = "node01"
+	testNM   = "maintain-node01"
+)
+
+type reconcileEnv struct {
+	t        *testing.T
+	c        client.WithWatch
+	r        *NodeMaintenanceReconciler
+	recorder *events.FakeRecorder
+	now      time.Time
+	// evict answers each eviction call; nil deletes the pod (an accepted
+	// eviction whose pod is gone by the next pass).
+	evict func(*corev1.Pod) error
+}
+
+func newReconcileEnv(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) *reconcileEnv {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := nmv1beta1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).
+		WithObjects(objs...).
+		WithStatusSubresource(&nmv1beta1.NodeMaintenance{}).
+		WithIndex(&corev1.Pod{}, PodNodeNameIndex, podNodeName).
+		WithInterceptorFuncs(funcs).
+		Build()
+	e := &reconcileEnv{t: t, c: c, recorder: events.NewFakeRecorder(100), now: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}
+	clock := func() time.Time { return e.now }
+	e.r = &NodeMaintenanceReconciler{
+		Client: c, APIReader: c, Recorder: e.recorder, Now: clock,
+		Leases: &lease.Manager{Client: c, Now: clock},
+		Evictor: drain.EvictorFunc(func(ctx context.Context, pod *corev1.Pod) error {
+			if e.evict != nil {
+				return e.evict(pod)
+			}
+			return c.Delete(ctx, pod)
+		}),
+	}
+	e.r.Options.defaults()
+	return e
+}
+
+func (e *reconcileEnv) reconcile() ctrl.Result {
+	e.t.Helper()
+	res, err := e.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: testNM}})
+	if err != nil {
+		e.t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+func (e *reconcileEnv) maintenance() *nmv1beta1.NodeMaintenance {
+	e.t.Helper()
+	nm := &nmv1beta1.NodeMaintenance{}
+	if err := e.c.Get(context.Background(), types.NamespacedName{Name: testNM}, nm); err != nil {
+		e.t.Fatalf("read NodeMaintenance: %v", err)
+	}
+	return nm
+}
+
+func (e *reconcileEnv) node() *corev1.Node {
+	e.t.Helper()
+	node := &corev1.Node{}
+	if err := e.c.Get(context.Background(), types.NamespacedName{Name: testNode}, node); err != nil {
+		e.t.Fatalf("read node: %v", err)
+	}
+	return node
+}
+
+func (e *reconcileEnv) setLeaseHolder(holder string, renewed time.Time) {
+	e.t.Helper()
+	l := &coordinationv1.Lease{}
+	err := e.c.Get(context.Background(), types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name(testNode)}, l)
+	if err != nil {
+		e.t.Fatalf("read lease: %v", err)
+	}
+	l.Spec.HolderIdentity = ptr.To(holder)
+	l.Spec.RenewTime = &metav1.MicroTime{Time: renewed}
+	if err := e.c.Update(context.Background(), l); err != nil {
+		e.t.Fatalf("update lease: %v", err)
+	}
+}
+
+func (e *reconcileEnv) delete() {
+	e.t.Helper()
+	if err := e.c.Delete(context.Background(), e.maintenance()); err != nil {
+		e.t.Fatalf("delete NodeMaintenance: %v", err)
+	}
+}
+
+// gone reports whether the NodeMaintenance has left the API (finalizer removed).
+func (e *reconcileEnv) gone() bool {
+	err := e.c.Get(context.Background(), types.NamespacedName{Name: testNM}, &nmv1beta1.NodeMaintenance{})
+	return apierrors.IsNotFound(err)
+}
+
+func (e *reconcileEnv) events() string {
+	var out []string
+	for {
+		select {
+		case ev := <-e.recorder.Events:
+			out = append(out, ev)
+		default:
+			return strings.Join(out, "\n")
+		}
+	}
+}
+
+func testObjects() []client.Object {
+	return []client.Object{
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}},
+		&nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: testNM, UID: "uid-1"}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: testNode, Reason: "test"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-1", UID: "pod-1"}, Spec: corev1.PodSpec{NodeName: testNode}},
+	}
+}
+
+func heldLease(holder string, renewed time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: lease.Namespace, Name: lease.Name(testNode)},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](3600),
+			RenewTime: &metav1.MicroTime{Time: renewed},
+		},
+	}
+}
+
+func pdbRefusal(*corev1.Pod) error {
+	err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: "The disruption budget web needs 1 healthy pods and has 1 currently"}}
+	return err
+}
+
+func assertInMaintenance(t *testing.T, node *corev1.Node, want bool) {
+	t.Helper()
+	if got := nodestate.InMaintenance(node); got != want {
+		t.Fatalf("node in maintenance = %v, want %v (unschedulable %v, taints %v, labels %v)", got, want, node.Spec.Unschedulable, node.Spec.Taints, node.Labels)
+	}
+	if !want && (node.Spec.Unschedulable || len(node.Spec.Taints) != 0 || node.Labels[nodestate.ExcludeFromRemediationLabel] != "") {
+		t.Fatalf("node not restored: unschedulable %v, taints %v, labels %v", node.Spec.Unschedulable, node.Spec.Taints, node.Labels)
+	}
+}
+
+func TestReconcileLease(t *testing.T) {
+	start := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		// lease present before the first pass, if any
+		lease *coordinationv1.Lease
+		// wantHeldBy is in lastError after the first pass when the lease is not ours.
+		wantHeldBy string
+	}{
+		{name: "no lease: taken"},
+		{name: "held by another holder: waits", lease: heldLease("self-node-remediation", start), wantHeldBy: `held by "self-node-remediation"`},
+		{name: "expired: taken over", lease: heldLease("self-node-remediation", start.Add(-2*time.Hour))},
+		{name: "ours already: renewed", lease: heldLease(lease.Holder, start.Add(-30*time.Minute))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := testObjects()
+			if tt.lease != nil {
+				objs = append(objs, tt.lease)
+			}
+			e := newReconcileEnv(t, interceptor.Funcs{}, objs...)
+			res := e.reconcile()
+			nm := e.maintenance()
+			if tt.wantHeldBy != "" {
+				if res.RequeueAfter != e.r.Options.LeaseRetryInterval || nm.Status.Phase != nmv1beta1.MaintenanceRunning ||
+					!strings.Contains(nm.Status.LastError, tt.wantHeldBy) || nm.Status.ErrorOnLeaseCount != 0 {
+					t.Fatalf("result %+v, status %+v; want a wait for the lease, %q in lastError and no count", res, nm.Status, tt.wantHeldBy)
+				}
+				if _, touched := nm.Annotations[nodestate.PriorStateAnnotation]; touched {
+					t.Fatalf("the prior state was recorded although the lease is someone else's")
+				}
+				assertInMaintenance(t, e.node(), false)
+				if ev := e.events(); !strings.Contains(ev, ReasonLeaseNotHeld) {
+					t.Fatalf("events %q, want %s", ev, ReasonLeaseNotHeld)
+				}
+				return
+			}
+			assertInMaintenance(t, e.node(), true)
+			e.reconcile() // the evicted pod is gone now
+			nm = e.maintenance()
+			if nm.Status.Phase != nmv1beta1.MaintenanceSucceeded || nm.Status.LastError != "" || nm.Status.DrainProgress != 100 {
+				t.Fatalf("status %+v, want Succeeded", nm.Status)
+			}
+			l := &coordinationv1.Lease{}
+			if err := e.c.Get(context.Background(), types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name(testNode)}, l); err != nil ||
+				ptr.Deref(l.Spec.HolderIdentity, "") != lease.Holder || !l.Spec.RenewTime.Time.Equal(start) {
+				t.Fatalf("lease %+v (%v), want held by %s and renewed now", l.Spec, err, lease.Holder)
+			}
+		})
+	}
+}
+
+// A lease taken by someone else after the node was cordoned counts once per
+// retry interval; more than MaxLeaseErrors in a row restore the node and fail.
+func TestReconcileLeaseStolenRestoresAfterMaxErrors(t *testing.T) {
+	e := newReconcileEnv(t, interceptor.Funcs{}, testObjects()...)
+	e.evict = pdbRefusal // the drain stays Running
+	e.reconcile()
+	assertInMaintenance(t, e.node(), true)
+	e.setLeaseHolder("thief", e.now)
+
+	for i := 1; i <= nmv1beta1.MaxLeaseErrors; i++ {
+		e.now = e.now.Add(e.r.Options.LeaseRetryInterval)
+		if res := e.reconcile(); res.RequeueAfter != e.r.Options.LeaseRetryInterval {
+			t.Fatalf("failure %d: requeue after %v, want the lease retry interval", i, res.RequeueAfter)
+		}
+		// A pass woken sooner (a pod event) neither retries nor counts.
+		e.reconcile()
+		nm := e.maintenance()
+		if nm.Status.Phase != nmv1beta1.MaintenanceRunning || nm.Status.ErrorOnLeaseCount != i || !strings.Contains(nm.Status.LastError, `held by "thief"`) {
+			t.Fatalf("after failure %d: status %+v", i, nm.Status)
+		}
+		assertInMaintenance(t, e.node(), true)
+	}
+	e.now = e.now.Add(e.r.Options.LeaseRetryInterval)
+	if res := e.reconcile(); !res.IsZero() {
+		t.Fatalf("final failure: result %+v, want none (Failed is terminal)", res)
+	}
+	nm := e.maintenance()
+	if nm.Status.Phase != nmv1beta1.MaintenanceFailed || nm.Status.ErrorOnLeaseCount != nmv1beta1.MaxLeaseErrors+1 ||
+		!strings.Contains(nm.Status.LastError, "node was restored") {
+		t.Fatalf("status %+v, want Failed with the node restored", nm.Status)
+	}
+	assertInMaintenance(t, e.node(), false)
+	if _, ok := nm.Annotations[nodestate.PriorStateAnnotation]; ok {
+		t.Fatalf("the prior-state record stays after the restore; a later delete could undo changes made since")
+	}
+}
+
+// A write that loses a race with another writer is retried: a node patch on a
+// re-read of the live node, a status write on the next pass.
+func TestReconcileConflicts(t *testing.T) {
+	conflict := func(kind string) error {
+		return apierrors.NewConflict(schema.GroupResource{Resource: kind}, "x", errors.New("the object has been modified"))
+	}
+	t.Run("node patch", func(t *testing.T) {
+		patches := 0
+		e := newReconcileEnv(t, interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if _, ok := obj.(*corev1.Node); ok {
+				if patches++; patches == 1 {
+					return conflict("nodes")
+				}
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		}}, testObjects()...)
+		e.reconcile()
+		if patches != 2 {
+			t.Fatalf("%d node patches, want a conflict and one retry", patches)
+		}
+		assertInMaintenance(t, e.node(), true)
+	})
+	t.Run("status write", func(t *testing.T) {
+		writes := 0
+		e := newReconcileEnv(t, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if writes++; writes == 1 {
+				return conflict("nodemaintenances")
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		}}, testObjects()...)
+		if res := e.reconcile(); res.RequeueAfter != conflictRetry {
+			t.Fatalf("result %+v after a conflicting status write, want a requeue after %v", res, conflictRetry)
+		}
+		e.reconcile()
+		e.reconcile()
+		if nm := e.maintenance(); nm.Status.Phase != nmv1beta1.MaintenanceSucceeded {
+			t.Fatalf("status %+v, want Succeeded once the writes go through", nm.Status)
+		}
+	})
+}
+
+// A damaged prior-state record fails the maintenance with the node left in
+// maintenance (its schedulability from before is unknown) and says so;
+// deleting the NodeMaintenance then uncordons the node.
+func TestReconcileCorruptPriorState(t *testing.T) {
+	objs := testObjects()
+	node := objs[0].(*corev1.Node)
+	nodestate.ApplyMaintenance(node)
+	nm := objs[1].(*nmv1beta1.NodeMaintenance)
+	nm.Annotations = map[string]string{nodestate.PriorStateAnnotation: `{"unschedulable": tru`}
+	nm.Finalizers = []string{nmv1beta1.NodeMaintenanceFinalizer}
+	nm.Status.Phase = nmv1beta1.MaintenanceRunning
+	e := newReconcileEnv(t, interceptor.Funcs{}, objs...)
+
+	if res := e.reconcile(); !res.IsZero() {
+		t.Fatalf("result %+v, want none (Failed is terminal)", res)
+	}
+	got := e.maintenance()
+	for _, want := range []string{nodestate.PriorStateAnnotation + " annotation is not valid", "left as the maintenance made it", "Deleting this NodeMaintenance uncordons node " + testNode} {
+		if !strings.Contains(got.Status.LastError, want) {
+			t.Fatalf("lastError %q does not say %q", got.Status.LastError, want)
+		}
+	}
+	if got.Status.Phase != nmv1beta1.MaintenanceFailed {
+		t.Fatalf("phase %q, want Failed", got.Status.Phase)
+	}
+	assertInMaintenance(t, e.node(), true)
+	if ev := e.events(); !strings.Contains(ev, ReasonFailedMaintenance) {
+		t.Fatalf("events %q, want %s", ev, ReasonFailedMaintenance)
+	}
+
+	e.delete()
+	e.reconcile()
+	if !e.gone() {
+		t.Fatalf("the NodeMaintenance is still there after the restore")
+	}
+	assertInMaintenance(t, e.node(), false)
+}
+
+// A node deleted during the maintenance fails it; deleting the
+// NodeMaintenance then finishes without a node to restore and releases the
+// lease.
+func TestReconcileRestoreAfterNodeDeletion(t *testing.T) {
+	e := newReconcileEnv(t, interceptor.Funcs{}, testObjects()...)
+	e.evict = pdbRefusal
+	e.reconcile()
+	if err := e.c.Delete(context.Background(), e.node()); err != nil {
+		t.Fatal(err)
+	}
+	e.now = e.now.Add(time.Second)
+	e.reconcile()
+	if nm := e.maintenance(); nm.Status.Phase != nmv1beta1.MaintenanceFailed || !strings.Contains(nm.Status.LastError, "node01 was deleted during the maintenance") {
+		t.Fatalf("status %+v, want Failed saying the node was deleted", nm.Status)
+	}
+	e.delete()
+	e.reconcile()
+	if !e.gone() {
+		t.Fatalf("the NodeMaintenance is still there")
+	}
+	err := e.c.Get(context.Background(), types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name(testNode)}, &coordinationv1.Lease{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("lease after the finalizer: %v, want it released", err)
+	}
+}
+
+// Blocked evictions leave the maintenance Running with one line per budget
+// in lastError, and come back with a growing backoff.
+func TestReconcileBlockedDrainBacksOff(t *testing.T) {
+	e := newReconcileEnv(t, interceptor.Funcs{}, testObjects()...)
+	e.evict = pdbRefusal
+	first := e.reconcile()
+	second := e.reconcile()
+	if first.RequeueAfter != e.r.Options.BlockedBackoffInitial || second.RequeueAfter != 2*e.r.Options.BlockedBackoffInitial {
+		t.Fatalf("requeues %v, %v; want the blocked backoff doubling from %v", first.RequeueAfter, second.RequeueAfter, e.r.Options.BlockedBackoffInitial)
+	}
+	nm := e.maintenance()
+	want := "pod shop/web-1 is blocked by a PodDisruptionBudget: The disruption budget web needs 1 healthy pods and has 1 currently"
+	if nm.Status.Phase != nmv1beta1.MaintenanceRunning || nm.Status.LastError != want || len(nm.Status.PendingPodsRefs) != 1 {
+		t.Fatalf("status %+v, want Running with lastError %q", nm.Status, want)
+	}
+	if ev := e.events(); !strings.Contains(ev, ReasonEvictionBlocked) || !strings.Contains(ev, ReasonBeginMaintenance) {
+		t.Fatalf("events %q", ev)
+	}
+}
