@@ -20,7 +20,7 @@ import (
 // and a certificate for the webhook host into the certificate directory, and
 // installs a webhook configuration that calls LocalWebhookURL trusting that CA.
 func setUpLocalWebhook(ctx context.Context, c client.Client, o Options) error {
-	caPEM, err := nmwebhook.WriteSelfSignedCerts(o.WebhookCertDir, []string{o.WebhookHost, "localhost"}, LocalCertificateValidity)
+	caPEM, err := nmwebhook.WriteSelfSignedCerts(o.WebhookCertDir, []string{o.WebhookHost, "localhost"}, localCertificateValidity)
 	if err != nil {
 		return err
 	}

@@ -52,9 +52,9 @@ const (
 	DefaultLocalWebhookHost       = "127.0.0.1"
 	DefaultWebhookServiceName     = config.WebhookServiceName
 	DefaultWebhookSecretName      = config.WebhookSecretName
-	// LocalCertificateValidity is how long the private CA and certificate of
+	// localCertificateValidity is how long the private CA and certificate of
 	// an out-of-cluster operator are valid (they are issued anew at start).
-	LocalCertificateValidity = 365 * 24 * time.Hour
+	localCertificateValidity = 365 * 24 * time.Hour
 )
 
 // DefaultMetricsBindAddress and DefaultHealthProbeBindAddress listen on the

@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"slices"
 	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 func TestTLSOptionsOfferHTTP2OnlyWhenEnabled(t *testing.T) {
@@ -26,7 +28,9 @@ func TestTLSOptionsOfferHTTP2OnlyWhenEnabled(t *testing.T) {
 	}
 }
 
-func TestServersShareTheTLSOptions(t *testing.T) {
+// Both TLS servers get the options that keep HTTP/2 off; metrics are HTTPS
+// with authentication and authorization only when asked.
+func TestServersTLSAndSecureMetrics(t *testing.T) {
 	o := Options{MetricsBindAddress: ":0", MetricsSecure: true}.withDefaults()
 	m := metricsServerOptions(o)
 	if !m.SecureServing || m.FilterProvider == nil {
@@ -37,5 +41,15 @@ func TestServersShareTheTLSOptions(t *testing.T) {
 	}
 	if plain := metricsServerOptions(Options{}.withDefaults()); plain.SecureServing || plain.FilterProvider != nil {
 		t.Error("without MetricsSecure the metrics are served as before: plain HTTP, no filter")
+	}
+	w, ok := webhookServer(o).(*webhook.DefaultServer)
+	if !ok {
+		t.Fatalf("webhookServer returned %T", webhookServer(o))
+	}
+	if len(w.Options.TLSOpts) != 1 || w.Options.Port != DefaultWebhookPort || w.Options.CertDir != o.WebhookCertDir {
+		t.Errorf("webhook server options %+v", w.Options)
+	}
+	if h2 := metricsServerOptions(Options{EnableHTTP2: true}); len(h2.TLSOpts) != 0 {
+		t.Error("EnableHTTP2 still drops h2 from the metrics server")
 	}
 }
