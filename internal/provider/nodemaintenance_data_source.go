@@ -44,26 +44,11 @@ func (d *NodeMaintenanceDataSource) Schema(_ context.Context, _ datasource.Schem
 		"node_name": schema.StringAttribute{Computed: true, MarkdownDescription: "Node in maintenance."},
 		"reason":    schema.StringAttribute{Computed: true, MarkdownDescription: "Why the node is in maintenance."},
 	}
-	for name, desc := range statusDescriptions {
-		attrs[name] = dataSourceStatusAttribute(name, desc)
-	}
+	dataSourceStatusAttributes(attrs)
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Reads one `NodeMaintenance` and its live status, for example to gate a CI job on `phase == \"Succeeded\"` " +
 			"without owning the maintenance. A missing NodeMaintenance is an error.",
 		Attributes: attrs,
-	}
-}
-
-func dataSourceStatusAttribute(name, desc string) schema.Attribute {
-	switch name {
-	case "pending_pods":
-		return schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: desc}
-	case "pending_pods_refs":
-		return schema.ListAttribute{Computed: true, ElementType: podRefType, MarkdownDescription: desc}
-	case "phase", "last_error", "last_update":
-		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
-	default:
-		return schema.Int64Attribute{Computed: true, MarkdownDescription: desc}
 	}
 }
 
@@ -75,12 +60,7 @@ func (d *NodeMaintenanceDataSource) Configure(_ context.Context, req datasource.
 // Read reads the NodeMaintenance.
 func (d *NodeMaintenanceDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m nodeMaintenanceDataSourceModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if d.clients == nil {
-		notConfigured(&resp.Diagnostics)
+	if _, ok := begin(ctx, d.clients, &resp.Diagnostics, nil, read(req.Config, &m)); !ok {
 		return
 	}
 	name := m.Name.ValueString()

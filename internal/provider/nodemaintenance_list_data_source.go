@@ -73,12 +73,7 @@ func (d *NodeMaintenanceListDataSource) Configure(_ context.Context, req datasou
 // Read lists and filters.
 func (d *NodeMaintenanceListDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m nodeMaintenanceListModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if d.clients == nil {
-		notConfigured(&resp.Diagnostics)
+	if _, ok := begin(ctx, d.clients, &resp.Diagnostics, nil, read(req.Config, &m)); !ok {
 		return
 	}
 	list := &nmv1beta1.NodeMaintenanceList{}

@@ -2,17 +2,29 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 )
 
 // statusModel is the NodeMaintenance status in Terraform's snake_case names,
-// shared by the resource and the data sources.
+// shared by the resource and the data sources. The framework reads and
+// writes models through struct tags, so the fields are here; everything
+// else about an attribute (its type, description, schemas and how it is read
+// from the CR) is in statusAttributes, and statusFrom fills this struct from
+// that table: a field missing on either side fails every conversion.
 type statusModel struct {
 	Phase             types.String `tfsdk:"phase"`
 	DrainProgress     types.Int64  `tfsdk:"drain_progress"`
@@ -27,81 +39,196 @@ type statusModel struct {
 
 var podRefType = types.ObjectType{AttrTypes: map[string]attr.Type{"namespace": types.StringType, "name": types.StringType}}
 
-// Descriptions of the status attributes, shared by every schema.
-var statusDescriptions = map[string]string{
-	"phase":                "Progress of the maintenance: `Running`, `Succeeded` (node cordoned and drained) or `Failed`.",
-	"drain_progress":       "Percentage (0–100) of the pods that had to be evicted that are gone.",
-	"pending_pods":         "Names of the pods not evicted yet.",
-	"pending_pods_refs":    "Pods not evicted yet, with their namespaces.",
-	"total_pods":           "Pods on the node when the maintenance started.",
-	"eviction_pods":        "Pods that had to be evicted, counted when the maintenance started.",
-	"last_error":           "Last error of the operator, empty when there is none (for example the PodDisruptionBudget that blocks an eviction).",
-	"error_on_lease_count": "Consecutive failures to hold the node lease; more than 3 fail the maintenance.",
-	"last_update":          "Time of the last status change (RFC 3339).",
+// statusAttributes are the status attributes of the resource and the data
+// sources, in the order of NodeMaintenanceStatus.
+var statusAttributes = []statusAttribute{
+	stringStatus("phase", "Progress of the maintenance: `Running`, `Succeeded` (node cordoned and drained) or `Failed`.",
+		func(s nmv1beta1.NodeMaintenanceStatus) string { return string(s.Phase) }),
+	int64Status("drain_progress", "Percentage (0–100) of the pods that had to be evicted that are gone.",
+		func(s nmv1beta1.NodeMaintenanceStatus) int { return s.DrainProgress }),
+	stringStatus("last_update", "Time of the last status change (RFC 3339).", lastUpdate),
+	stringStatus("last_error", "Last error of the operator, empty when there is none (for example the PodDisruptionBudget that blocks an eviction).",
+		func(s nmv1beta1.NodeMaintenanceStatus) string { return s.LastError }),
+	listStatus("pending_pods", "Names of the pods not evicted yet.", types.StringType, pendingPodNames),
+	listStatus("pending_pods_refs", "Pods not evicted yet, with their namespaces.", podRefType, pendingPodRefs),
+	int64Status("total_pods", "Pods on the node when the maintenance started.",
+		func(s nmv1beta1.NodeMaintenanceStatus) int { return s.TotalPods }),
+	int64Status("eviction_pods", "Pods that had to be evicted, counted when the maintenance started.",
+		func(s nmv1beta1.NodeMaintenanceStatus) int { return s.EvictionPods }),
+	int64Status("error_on_lease_count",
+		fmt.Sprintf("Consecutive failures to hold the node lease; more than %d fail the maintenance.", nmv1beta1.MaxLeaseErrors),
+		func(s nmv1beta1.NodeMaintenanceStatus) int { return s.ErrorOnLeaseCount }),
 }
 
-func statusFrom(ctx context.Context, s nmv1beta1.NodeMaintenanceStatus) (statusModel, diag.Diagnostics) {
-	var diags diag.Diagnostics
+// statusAttribute is one status attribute: its name and type, its schema
+// (with its description) in the resource and in the data sources, its
+// unknown value and how it is read from the CR. The constructors below build
+// each kind.
+type statusAttribute struct {
+	name       string
+	typ        attr.Type
+	resource   func() rschema.Attribute
+	dataSource func() dschema.Attribute
+	unknown    attr.Value
+	read       func(context.Context, nmv1beta1.NodeMaintenanceStatus) (attr.Value, diag.Diagnostics)
+}
+
+// Status changes only through apply and refresh: the resource keeps the prior
+// value in plans (UseStateForUnknown) to avoid "(known after apply)" noise on
+// every reason change.
+
+func stringStatus(name, desc string, get func(nmv1beta1.NodeMaintenanceStatus) string) statusAttribute {
+	return statusAttribute{name: name, typ: types.StringType,
+		resource: func() rschema.Attribute {
+			return rschema.StringAttribute{Computed: true, MarkdownDescription: desc,
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}}
+		},
+		dataSource: func() dschema.Attribute {
+			return dschema.StringAttribute{Computed: true, MarkdownDescription: desc}
+		},
+		unknown: types.StringUnknown(),
+		read: func(_ context.Context, s nmv1beta1.NodeMaintenanceStatus) (attr.Value, diag.Diagnostics) {
+			return types.StringValue(get(s)), nil
+		},
+	}
+}
+
+func int64Status(name, desc string, get func(nmv1beta1.NodeMaintenanceStatus) int) statusAttribute {
+	return statusAttribute{name: name, typ: types.Int64Type,
+		resource: func() rschema.Attribute {
+			return rschema.Int64Attribute{Computed: true, MarkdownDescription: desc,
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}}
+		},
+		dataSource: func() dschema.Attribute {
+			return dschema.Int64Attribute{Computed: true, MarkdownDescription: desc}
+		},
+		unknown: types.Int64Unknown(),
+		read: func(_ context.Context, s nmv1beta1.NodeMaintenanceStatus) (attr.Value, diag.Diagnostics) {
+			return types.Int64Value(int64(get(s))), nil
+		},
+	}
+}
+
+func listStatus(name, desc string, elem attr.Type,
+	read func(context.Context, nmv1beta1.NodeMaintenanceStatus) (attr.Value, diag.Diagnostics)) statusAttribute {
+	return statusAttribute{name: name, typ: types.ListType{ElemType: elem},
+		resource: func() rschema.Attribute {
+			return rschema.ListAttribute{Computed: true, ElementType: elem, MarkdownDescription: desc,
+				PlanModifiers: []planmodifier.List{listplanmodifier.UseStateForUnknown()}}
+		},
+		dataSource: func() dschema.Attribute {
+			return dschema.ListAttribute{Computed: true, ElementType: elem, MarkdownDescription: desc}
+		},
+		unknown: types.ListUnknown(elem),
+		read:    read,
+	}
+}
+
+func lastUpdate(s nmv1beta1.NodeMaintenanceStatus) string {
+	if s.LastUpdate.IsZero() {
+		return ""
+	}
+	return s.LastUpdate.UTC().Format(time.RFC3339)
+}
+
+func pendingPodNames(ctx context.Context, s nmv1beta1.NodeMaintenanceStatus) (attr.Value, diag.Diagnostics) {
 	names := s.PendingPods
 	if names == nil {
 		names = []string{}
 	}
-	pending, d := types.ListValueFrom(ctx, types.StringType, names)
-	diags.Append(d...)
+	return types.ListValueFrom(ctx, types.StringType, names)
+}
+
+func pendingPodRefs(_ context.Context, s nmv1beta1.NodeMaintenanceStatus) (attr.Value, diag.Diagnostics) {
+	var diags diag.Diagnostics
 	refs := make([]attr.Value, 0, len(s.PendingPodsRefs))
 	for _, r := range s.PendingPodsRefs {
 		obj, d := types.ObjectValue(podRefType.AttrTypes, map[string]attr.Value{"namespace": types.StringValue(r.Namespace), "name": types.StringValue(r.Name)})
 		diags.Append(d...)
 		refs = append(refs, obj)
 	}
-	refList, d := types.ListValue(podRefType, refs)
+	list, d := types.ListValue(podRefType, refs)
 	diags.Append(d...)
-	lastUpdate := ""
-	if !s.LastUpdate.IsZero() {
-		lastUpdate = s.LastUpdate.UTC().Format(time.RFC3339)
-	}
-	return statusModel{
-		Phase:             types.StringValue(string(s.Phase)),
-		DrainProgress:     types.Int64Value(int64(s.DrainProgress)),
-		PendingPods:       pending,
-		PendingPodsRefs:   refList,
-		TotalPods:         types.Int64Value(int64(s.TotalPods)),
-		EvictionPods:      types.Int64Value(int64(s.EvictionPods)),
-		LastError:         types.StringValue(s.LastError),
-		ErrorOnLeaseCount: types.Int64Value(int64(s.ErrorOnLeaseCount)),
-		LastUpdate:        types.StringValue(lastUpdate),
-	}, diags
+	return list, diags
 }
 
-// nodeMaintenanceAttrTypes is one NodeMaintenance as an object (data source lists).
-var nodeMaintenanceAttrTypes = map[string]attr.Type{
-	"name": types.StringType, "node_name": types.StringType, "reason": types.StringType,
-	"phase": types.StringType, "drain_progress": types.Int64Type, "pending_pods": types.ListType{ElemType: types.StringType},
-	"pending_pods_refs": types.ListType{ElemType: podRefType}, "total_pods": types.Int64Type, "eviction_pods": types.Int64Type,
-	"last_error": types.StringType, "error_on_lease_count": types.Int64Type, "last_update": types.StringType,
+// resourceStatusAttributes and dataSourceStatusAttributes add the status
+// attributes to a schema's attributes.
+func resourceStatusAttributes(attrs map[string]rschema.Attribute) {
+	for _, a := range statusAttributes {
+		attrs[a.name] = a.resource()
+	}
 }
+
+func dataSourceStatusAttributes(attrs map[string]dschema.Attribute) {
+	for _, a := range statusAttributes {
+		attrs[a.name] = a.dataSource()
+	}
+}
+
+// statusAttrTypes are the types of the status attributes.
+func statusAttrTypes() map[string]attr.Type {
+	t := make(map[string]attr.Type, len(statusAttributes))
+	for _, a := range statusAttributes {
+		t[a.name] = a.typ
+	}
+	return t
+}
+
+// statusValues reads every status attribute from the CR's status.
+func statusValues(ctx context.Context, s nmv1beta1.NodeMaintenanceStatus) (map[string]attr.Value, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	values := make(map[string]attr.Value, len(statusAttributes))
+	for _, a := range statusAttributes {
+		v, d := a.read(ctx, s)
+		diags.Append(d...)
+		values[a.name] = v
+	}
+	return values, diags
+}
+
+func statusFrom(ctx context.Context, s nmv1beta1.NodeMaintenanceStatus) (statusModel, diag.Diagnostics) {
+	values, diags := statusValues(ctx, s)
+	m, d := statusModelOf(ctx, values)
+	diags.Append(d...)
+	return m, diags
+}
+
+func statusModelOf(ctx context.Context, values map[string]attr.Value) (statusModel, diag.Diagnostics) {
+	var m statusModel
+	obj, diags := types.ObjectValue(statusAttrTypes(), values)
+	if diags.HasError() {
+		return m, diags
+	}
+	diags.Append(obj.As(ctx, &m, basetypes.ObjectAsOptions{})...)
+	return m, diags
+}
+
+// nodeMaintenanceAttrTypes is one NodeMaintenance as an object (data source
+// lists): its name, node and reason, and its status.
+var nodeMaintenanceAttrTypes = func() map[string]attr.Type {
+	t := statusAttrTypes()
+	t["name"], t["node_name"], t["reason"] = types.StringType, types.StringType, types.StringType
+	return t
+}()
 
 func objectFrom(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (types.Object, diag.Diagnostics) {
-	s, diags := statusFrom(ctx, nm.Status)
-	obj, d := types.ObjectValue(nodeMaintenanceAttrTypes, map[string]attr.Value{
-		"name": types.StringValue(nm.Name), "node_name": types.StringValue(nm.Spec.NodeName), "reason": types.StringValue(nm.Spec.Reason),
-		"phase": s.Phase, "drain_progress": s.DrainProgress, "pending_pods": s.PendingPods, "pending_pods_refs": s.PendingPodsRefs,
-		"total_pods": s.TotalPods, "eviction_pods": s.EvictionPods, "last_error": s.LastError,
-		"error_on_lease_count": s.ErrorOnLeaseCount, "last_update": s.LastUpdate,
-	})
+	values, diags := statusValues(ctx, nm.Status)
+	values["name"], values["node_name"], values["reason"] =
+		types.StringValue(nm.Name), types.StringValue(nm.Spec.NodeName), types.StringValue(nm.Spec.Reason)
+	obj, d := types.ObjectValue(nodeMaintenanceAttrTypes, values)
 	diags.Append(d...)
 	return obj, diags
 }
 
 // unknownStatus is the plan of a status that apply will read: every attribute
 // "(known after apply)".
-func unknownStatus() statusModel {
-	return statusModel{
-		Phase: types.StringUnknown(), DrainProgress: types.Int64Unknown(),
-		PendingPods: types.ListUnknown(types.StringType), PendingPodsRefs: types.ListUnknown(podRefType),
-		TotalPods: types.Int64Unknown(), EvictionPods: types.Int64Unknown(), LastError: types.StringUnknown(),
-		ErrorOnLeaseCount: types.Int64Unknown(), LastUpdate: types.StringUnknown(),
+func unknownStatus(ctx context.Context) (statusModel, diag.Diagnostics) {
+	values := make(map[string]attr.Value, len(statusAttributes))
+	for _, a := range statusAttributes {
+		values[a.name] = a.unknown
 	}
+	return statusModelOf(ctx, values)
 }
 
 // inProgress tells whether a status in the state is of a maintenance the

@@ -10,8 +10,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -80,9 +78,7 @@ func (r *NodeMaintenanceResource) Schema(ctx context.Context, _ resource.SchemaR
 				"like the CRD's `spec.reason`). Updated in place.",
 			Validators: reasonValidators},
 	}
-	for name, desc := range statusDescriptions {
-		attrs[name] = computedStatusAttribute(name, desc)
-	}
+	resourceStatusAttributes(attrs)
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Puts a node into maintenance: creates a `NodeMaintenance` and waits until the operator has " +
 			"cordoned and drained the node (phase `Succeeded`). A `Failed` maintenance is an error, and the resource stays in " +
@@ -94,25 +90,6 @@ func (r *NodeMaintenanceResource) Schema(ctx context.Context, _ resource.SchemaR
 				CreateDescription: "How long to wait for the drain to finish (default 20m).",
 				DeleteDescription: "How long to wait for the node to be restored (default 10m)."}),
 		},
-	}
-}
-
-func computedStatusAttribute(name, desc string) schema.Attribute {
-	// Status changes only through apply and refresh; keeping the prior value in
-	// plans avoids "(known after apply)" noise on every reason change.
-	switch name {
-	case "pending_pods":
-		return schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: desc,
-			PlanModifiers: []planmodifier.List{listplanmodifier.UseStateForUnknown()}}
-	case "pending_pods_refs":
-		return schema.ListAttribute{Computed: true, ElementType: podRefType, MarkdownDescription: desc,
-			PlanModifiers: []planmodifier.List{listplanmodifier.UseStateForUnknown()}}
-	case "phase", "last_error", "last_update":
-		return schema.StringAttribute{Computed: true, MarkdownDescription: desc,
-			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}}
-	default:
-		return schema.Int64Attribute{Computed: true, MarkdownDescription: desc,
-			PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}}
 	}
 }
 
@@ -148,24 +125,20 @@ func (r *NodeMaintenanceResource) ModifyPlan(ctx context.Context, req resource.M
 	if resp.Diagnostics.HasError() || !state.inProgress() {
 		return
 	}
-	plan.statusModel = unknownStatus()
+	status, diags := unknownStatus(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	plan.statusModel = status
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
 
 // Create creates the NodeMaintenance and waits until the drain has finished.
 func (r *NodeMaintenanceResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan nodeMaintenanceResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if r.clients == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	timeout, d := plan.Timeouts.Create(ctx, defaultCreateTimeout)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	timeout, ok := begin(ctx, r.clients, &resp.Diagnostics, createTimeout(defaultCreateTimeout), read(req.Plan, &plan))
+	if !ok {
 		return
 	}
 	name := plan.Name.ValueString()
@@ -228,12 +201,7 @@ func (r *NodeMaintenanceResource) awaitDrain(ctx context.Context, name string, t
 // from the state so the next apply creates it again.
 func (r *NodeMaintenanceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state nodeMaintenanceResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if r.clients == nil {
-		notConfigured(&resp.Diagnostics)
+	if _, ok := begin(ctx, r.clients, &resp.Diagnostics, nil, read(req.State, &state)); !ok {
 		return
 	}
 	name := state.ID.ValueString()
@@ -259,13 +227,7 @@ func (r *NodeMaintenanceResource) Read(ctx context.Context, req resource.ReadReq
 // Update changes the reason in place (the node cannot change: that replaces).
 func (r *NodeMaintenanceResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan, state nodeMaintenanceResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if r.clients == nil {
-		notConfigured(&resp.Diagnostics)
+	if _, ok := begin(ctx, r.clients, &resp.Diagnostics, nil, read(req.Plan, &plan), read(req.State, &state)); !ok {
 		return
 	}
 	name := state.ID.ValueString()
@@ -284,9 +246,8 @@ func (r *NodeMaintenanceResource) Update(ctx context.Context, req resource.Updat
 	}
 	// The drain was not finished (ModifyPlan planned this update): wait for it
 	// as create would, within the create timeout.
-	timeout, d := plan.Timeouts.Create(ctx, defaultCreateTimeout)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	timeout, ok := createTimeout(defaultCreateTimeout).read(ctx, &resp.Diagnostics, &plan)
+	if !ok {
 		return
 	}
 	tflog.Info(ctx, fmt.Sprintf("NodeMaintenance %s is still %s; waiting up to %s for the drain", name, state.Phase.ValueString(), timeout))
@@ -308,17 +269,8 @@ func (r *NodeMaintenanceResource) Update(ctx context.Context, req resource.Updat
 // has restored the node and removed its finalizer.
 func (r *NodeMaintenanceResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state nodeMaintenanceResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if r.clients == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	timeout, d := state.Timeouts.Delete(ctx, defaultDeleteTimeout)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	timeout, ok := begin(ctx, r.clients, &resp.Diagnostics, deleteTimeout(defaultDeleteTimeout), read(req.State, &state))
+	if !ok {
 		return
 	}
 	name := state.ID.ValueString()

@@ -2,34 +2,18 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
-	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	k8sresource "k8s.io/apimachinery/pkg/api/resource"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 )
 
@@ -38,8 +22,13 @@ var (
 	_ resource.ResourceWithImportState = &OperatorResource{}
 )
 
-// fieldManager owns what the provider applies (server-side apply).
-const fieldManager = "terraform-provider-nodemaintenance"
+const (
+	// fieldManager owns what the provider applies (server-side apply).
+	fieldManager = "terraform-provider-nodemaintenance"
+	// defaultOperatorTimeout bounds create, update and delete unless the
+	// timeouts block says otherwise.
+	defaultOperatorTimeout = 5 * time.Minute
+)
 
 // NewOperatorResource is the constructor of the nodemaintenance_operator resource.
 func NewOperatorResource() resource.Resource { return &OperatorResource{} }
@@ -70,55 +59,6 @@ func (r *OperatorResource) Metadata(_ context.Context, req resource.MetadataRequ
 	resp.TypeName = req.ProviderTypeName + "_operator"
 }
 
-// Schema of the nodemaintenance_operator resource.
-func (r *OperatorResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	resp.Schema = schema.Schema{
-		MarkdownDescription: "Installs the node-maintenance operator that does the cordon and drain: namespace, ServiceAccount, " +
-			"RBAC generated from the operator's code, the `NodeMaintenance` CRD, the Deployment, Services and the validating " +
-			"webhook (certificates issued in-cluster). Objects are server-side applied; create and update wait until the CRD is " +
-			"established and the Deployment available. Destroy refuses while NodeMaintenances exist, then removes everything.",
-		Attributes: map[string]schema.Attribute{
-			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The namespace of the installation.",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
-			"namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(config.DefaultNamespace),
-				MarkdownDescription: "Namespace of the operator (a DNS-1123 label). Changing it replaces the installation.",
-				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:          namespaceValidators},
-			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(config.DefaultImage),
-				MarkdownDescription: "Operator image (`make image` builds the default, `" + config.DefaultImage + "`)."},
-			"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(config.DefaultReplicas),
-				MarkdownDescription: "Replicas of the operator (0 or more); one leads, all serve the webhook.",
-				Validators:          replicasValidators},
-			"max_unavailable": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Most nodes in maintenance at once, as a count (`2`) or a percentage of all nodes (`20%`), not negative. Unset: no limit.",
-				Validators:          maxUnavailableValidators},
-			"cpu_request": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(config.DefaultCPURequest),
-				MarkdownDescription: "CPU request of the operator container, a Kubernetes quantity (`50m`).",
-				Validators:          quantityValidators},
-			"memory_request": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(config.DefaultMemoryRequest),
-				MarkdownDescription: "Memory request of the operator container, a Kubernetes quantity (`64Mi`).",
-				Validators:          quantityValidators},
-			"memory_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(config.DefaultMemoryLimit),
-				MarkdownDescription: "Memory limit of the operator container, a Kubernetes quantity (`256Mi`).",
-				Validators:          quantityValidators},
-			"extra_args": schema.ListAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "More operator flags, for example `[\"--lease-duration=30m\"]`."},
-			"webhook_url": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Send the validating webhook to this URL (for example `https://10.0.0.5:9443`) instead of the in-cluster " +
-					"Service: for an operator that runs outside the cluster. Requires `webhook_ca_bundle`; usually with `replicas = 0`.",
-				Validators: webhookURLValidators},
-			"webhook_ca_bundle": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "PEM CA certificate that signed the certificate served at `webhook_url`. Requires `webhook_url`.",
-				Validators:          webhookCAValidators},
-			"objects": schema.ListAttribute{Computed: true, ElementType: types.StringType,
-				MarkdownDescription: "The objects of the installation, as `Kind namespace/name`."},
-		},
-		Blocks: map[string]schema.Block{
-			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
-		},
-	}
-}
-
 // Configure receives the provider's clients.
 func (r *OperatorResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.clients = configuredClients(req.ProviderData, &resp.Diagnostics)
@@ -127,17 +67,8 @@ func (r *OperatorResource) Configure(_ context.Context, req resource.ConfigureRe
 // Create applies the installation and waits until it works.
 func (r *OperatorResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan operatorResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if r.clients == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	timeout, d := plan.Timeouts.Create(ctx, 5*time.Minute)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	timeout, ok := begin(ctx, r.clients, &resp.Diagnostics, createTimeout(defaultOperatorTimeout), read(req.Plan, &plan))
+	if !ok {
 		return
 	}
 	applied, diags := r.apply(ctx, &plan, timeout)
@@ -151,12 +82,7 @@ func (r *OperatorResource) Create(ctx context.Context, req resource.CreateReques
 // Read finds the installation by its Deployment; gone means removed from state.
 func (r *OperatorResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state operatorResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if r.clients == nil {
-		notConfigured(&resp.Diagnostics)
+	if _, ok := begin(ctx, r.clients, &resp.Diagnostics, nil, read(req.State, &state)); !ok {
 		return
 	}
 	ns := state.ID.ValueString()
@@ -188,17 +114,8 @@ func (r *OperatorResource) Read(ctx context.Context, req resource.ReadRequest, r
 // Update applies the changed installation (image, replicas, flags) in place.
 func (r *OperatorResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan operatorResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if r.clients == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	timeout, d := plan.Timeouts.Update(ctx, 5*time.Minute)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	timeout, ok := begin(ctx, r.clients, &resp.Diagnostics, updateTimeout(defaultOperatorTimeout), read(req.Plan, &plan))
+	if !ok {
 		return
 	}
 	_, diags := r.apply(ctx, &plan, timeout)
@@ -211,35 +128,8 @@ func (r *OperatorResource) Update(ctx context.Context, req resource.UpdateReques
 // object in reverse order and waits until they are gone.
 func (r *OperatorResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state operatorResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if r.clients == nil {
-		notConfigured(&resp.Diagnostics)
-		return
-	}
-	timeout, d := state.Timeouts.Delete(ctx, 5*time.Minute)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	list := &nmv1beta1.NodeMaintenanceList{}
-	err := r.clients.kube.List(ctx, list)
-	switch {
-	case err != nil && !isNoMatch(err):
-		r.clients.apiError(&resp.Diagnostics, "Cannot Check for NodeMaintenances", "Listing NodeMaintenances before removing the operator", err)
-		return
-	case err == nil && len(list.Items) > 0:
-		var names []string
-		for _, nm := range list.Items {
-			names = append(names, fmt.Sprintf("%s (node %s)", nm.Name, nm.Spec.NodeName))
-		}
-		sort.Strings(names)
-		resp.Diagnostics.AddError("NodeMaintenances Still Exist", fmt.Sprintf(
-			"The operator cannot be removed while NodeMaintenances exist: without it nobody restores their nodes. "+
-				"Delete them first (destroy their nodemaintenance resources, or kubectl delete nm NAME) and wait until they are gone: %s.",
-			strings.Join(names, ", ")))
+	timeout, ok := begin(ctx, r.clients, &resp.Diagnostics, deleteTimeout(defaultOperatorTimeout), read(req.State, &state))
+	if !ok || !r.noMaintenances(ctx, &resp.Diagnostics) {
 		return
 	}
 	objs, err := config.OperatorObjects(state.options())
@@ -247,193 +137,11 @@ func (r *OperatorResource) Delete(ctx context.Context, req resource.DeleteReques
 		resp.Diagnostics.AddError("Cannot Render the Operator Installation", err.Error())
 		return
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for i := len(objs) - 1; i >= 0; i-- {
-		obj := objs[i]
-		if err := r.clients.kube.Delete(waitCtx, obj, client.PropagationPolicy("Foreground")); err != nil && !apierrors.IsNotFound(err) && !isNoMatch(err) {
-			r.clients.apiError(&resp.Diagnostics, "Cannot Delete the Operator", fmt.Sprintf("Deleting %s", objectName(obj)), err)
-			return
-		}
-	}
-	for _, obj := range objs {
-		for {
-			err := r.clients.kube.Get(waitCtx, client.ObjectKeyFromObject(obj), obj)
-			if apierrors.IsNotFound(err) || isNoMatch(err) {
-				break
-			}
-			if waitCtx.Err() != nil {
-				resp.Diagnostics.AddError("Timed Out Removing the Operator", fmt.Sprintf(
-					"%s still exists after %s. Look at it with kubectl, raise `timeouts { delete = ... }` (apply, then destroy again).", objectName(obj), timeout))
-				return
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-	}
+	r.remove(ctx, objs, timeout, &resp.Diagnostics)
 }
 
 // ImportState imports an installation by its namespace.
 func (r *OperatorResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), req.ID)...)
-}
-
-// apply server-side applies every object and waits for the CRD and the
-// Deployment. It reports whether anything was applied.
-func (r *OperatorResource) apply(ctx context.Context, plan *operatorResourceModel, timeout time.Duration) (bool, diag.Diagnostics) {
-	var diags diag.Diagnostics
-	opts := plan.options()
-	var extra []string
-	diags.Append(plan.ExtraArgs.ElementsAs(ctx, &extra, false)...)
-	opts.ExtraArgs = extra
-	for name, q := range map[string]string{"cpu_request": plan.CPURequest.ValueString(), "memory_request": plan.MemoryRequest.ValueString(), "memory_limit": plan.MemoryLimit.ValueString()} {
-		if _, err := k8sresource.ParseQuantity(q); err != nil {
-			diags.AddAttributeError(path.Root(name), "Invalid Quantity", fmt.Sprintf("%q is not a Kubernetes quantity (like 100m or 128Mi): %v", q, err))
-		}
-	}
-	if (plan.WebhookURL.ValueString() == "") != (plan.WebhookCA.ValueString() == "") {
-		diags.AddAttributeError(path.Root("webhook_url"), "Incomplete Webhook Settings",
-			"webhook_url and webhook_ca_bundle go together: the API server needs the CA to trust the certificate served at the URL.")
-	}
-	if diags.HasError() {
-		return false, diags
-	}
-	objs, err := config.OperatorObjects(opts)
-	if err != nil {
-		diags.AddError("Cannot Render the Operator Installation", err.Error())
-		return false, diags
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	applied := false
-	for _, obj := range objs {
-		body, err := json.Marshal(obj)
-		if err != nil {
-			diags.AddError("Cannot Render the Operator Installation", err.Error())
-			return applied, diags
-		}
-		patch := client.RawPatch(k8stypes.ApplyPatchType, body)
-		if err := r.clients.kube.Patch(waitCtx, obj, patch, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
-			r.clients.apiError(&diags, "Cannot Install the Operator", fmt.Sprintf("Applying %s", objectName(obj)), err)
-			return applied, diags
-		}
-		applied = true
-	}
-	plan.ID = types.StringValue(opts.Namespace)
-	plan.Objects = objectNames(objs)
-	tflog.Info(ctx, fmt.Sprintf("applied %d objects of the node-maintenance operator in namespace %s; waiting for the CRD and the Deployment", len(objs), opts.Namespace))
-	if msg := r.waitReady(waitCtx, opts.Namespace); msg != "" {
-		diags.AddError("Timed Out Waiting for the Operator", fmt.Sprintf("%s (timeout %s). Raise it with `timeouts { create = ... }` / `update`, "+
-			"or look at `kubectl -n %s describe deployment %s`.", msg, timeout, opts.Namespace, config.OperatorName))
-	}
-	return applied, diags
-}
-
-// waitReady waits until the CRD is established and the Deployment available;
-// it returns what is still missing when the context ends.
-func (r *OperatorResource) waitReady(ctx context.Context, ns string) string {
-	last := ""
-	for {
-		last = r.notReady(ctx, ns)
-		if last == "" {
-			return ""
-		}
-		select {
-		case <-ctx.Done():
-			return last
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-func (r *OperatorResource) notReady(ctx context.Context, ns string) string {
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := r.clients.kube.Get(ctx, client.ObjectKey{Name: nmv1beta1.CRDName}, crd); err != nil {
-		return "the NodeMaintenance CRD cannot be read: " + err.Error()
-	}
-	established := false
-	for _, c := range crd.Status.Conditions {
-		established = established || c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
-	}
-	if !established {
-		return "the NodeMaintenance CRD is not established yet"
-	}
-	dep := &appsv1.Deployment{}
-	if err := r.clients.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: config.OperatorName}, dep); err != nil {
-		return "the operator Deployment cannot be read: " + err.Error()
-	}
-	want := ptr.Deref(dep.Spec.Replicas, 1)
-	s := dep.Status
-	if s.ObservedGeneration < dep.Generation || s.UpdatedReplicas < want || s.AvailableReplicas < want || s.Replicas > want {
-		return fmt.Sprintf("the operator Deployment %s/%s has %d of %d replicas updated and %d available", ns, config.OperatorName, s.UpdatedReplicas, want, s.AvailableReplicas)
-	}
-	return ""
-}
-
-func (m *operatorResourceModel) options() config.OperatorOptions {
-	o := config.OperatorOptions{
-		Namespace:      m.Namespace.ValueString(),
-		Image:          m.Image.ValueString(),
-		Replicas:       int32(m.Replicas.ValueInt64()),
-		MaxUnavailable: m.MaxUnavailable.ValueString(),
-		WebhookURL:     m.WebhookURL.ValueString(),
-	}
-	if ca := m.WebhookCA.ValueString(); ca != "" {
-		o.WebhookCABundle = []byte(ca)
-	}
-	if o.Namespace == "" {
-		o.Namespace = m.ID.ValueString()
-	}
-	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
-	for _, q := range []struct {
-		value string
-		list  corev1.ResourceList
-		name  corev1.ResourceName
-	}{
-		{m.CPURequest.ValueString(), res.Requests, corev1.ResourceCPU},
-		{m.MemoryRequest.ValueString(), res.Requests, corev1.ResourceMemory},
-		{m.MemoryLimit.ValueString(), res.Limits, corev1.ResourceMemory},
-	} {
-		if v, err := k8sresource.ParseQuantity(q.value); err == nil && q.value != "" {
-			q.list[q.name] = v
-		}
-	}
-	o.Resources = res
-	return o
-}
-
-func readResources(m *operatorResourceModel, r corev1.ResourceRequirements) {
-	if q, ok := r.Requests[corev1.ResourceCPU]; ok {
-		m.CPURequest = types.StringValue(q.String())
-	}
-	if q, ok := r.Requests[corev1.ResourceMemory]; ok {
-		m.MemoryRequest = types.StringValue(q.String())
-	}
-	if q, ok := r.Limits[corev1.ResourceMemory]; ok {
-		m.MemoryLimit = types.StringValue(q.String())
-	}
-}
-
-func readArgs(m *operatorResourceModel, args []string) {
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "--max-unavailable="); ok {
-			m.MaxUnavailable = types.StringValue(v)
-		}
-	}
-}
-
-func objectName(obj client.Object) string {
-	kind := obj.GetObjectKind().GroupVersionKind().Kind
-	if obj.GetNamespace() == "" {
-		return kind + " " + obj.GetName()
-	}
-	return kind + " " + obj.GetNamespace() + "/" + obj.GetName()
-}
-
-func objectNames(objs []client.Object) types.List {
-	vals := make([]attr.Value, 0, len(objs))
-	for _, o := range objs {
-		vals = append(vals, types.StringValue(objectName(o)))
-	}
-	return types.ListValueMust(types.StringType, vals)
 }

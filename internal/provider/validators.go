@@ -8,8 +8,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -30,7 +32,13 @@ import (
 var (
 	_ resource.ResourceWithConfigValidators = &NodeMaintenanceResource{}
 	_ resource.ResourceWithConfigValidators = &OperatorResource{}
+	_ provider.ProviderWithConfigValidators = &NodeMaintenanceProvider{}
 )
+
+// ConfigValidators of the provider block.
+func (p *NodeMaintenanceProvider) ConfigValidators(context.Context) []provider.ConfigValidator {
+	return []provider.ConfigValidator{atMostOneExec{}}
+}
 
 // ConfigValidators of the nodemaintenance resource.
 func (r *NodeMaintenanceResource) ConfigValidators(context.Context) []resource.ConfigValidator {
@@ -206,6 +214,32 @@ func (v positiveTimeouts) ValidateResource(ctx context.Context, req resource.Val
 			fmt.Sprintf("%s is %q, which is not a positive duration: the provider would stop waiting as soon as it started. "+
 				"Use a duration such as \"20m\", or remove it for the default.", p, s.ValueString()))
 	}
+}
+
+// atMostOneExec refuses a second exec block: there is one credential
+// plugin, and the blocks after the first would be ignored. The check is
+// listvalidator.SizeAtMost(1), run here rather than in the block's
+// Validators because the Pulumi bridge reads a list block bounded there to
+// one element as a single object, which would rename the Pulumi provider's
+// `execs` array input to `exec`.
+type atMostOneExec struct{}
+
+func (atMostOneExec) Description(ctx context.Context) string {
+	return "exec: " + listvalidator.SizeAtMost(1).Description(ctx)
+}
+
+func (v atMostOneExec) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (atMostOneExec) ValidateProvider(ctx context.Context, req provider.ValidateConfigRequest, resp *provider.ValidateConfigResponse) {
+	p := path.Root("exec")
+	var exec types.List
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, p, &exec)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	listResp := &validator.ListResponse{}
+	listvalidator.SizeAtMost(1).ValidateList(ctx, validator.ListRequest{Path: p, PathExpression: p.Expression(), Config: req.Config, ConfigValue: exec}, listResp)
+	resp.Diagnostics.Append(listResp.Diagnostics...)
 }
 
 func titleCase(s string) string {
