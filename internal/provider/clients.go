@@ -1,18 +1,12 @@
 package provider
 
 import (
-	"bytes"
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -43,11 +37,8 @@ type clients struct {
 	kube client.WithWatch
 	// cluster names the cluster in messages ("https://127.0.0.1:6443 (context kind)").
 	cluster string
-	// execPlugin is the credential plugin in use, if any, and
-	// execStderr what it wrote to stderr when it failed (see pluginStderr).
-	execPlugin     *clientcmdapi.ExecConfig
-	execStderrOnce sync.Once
-	execStderr     string
+	// execPlugin is the credential plugin in use, if any.
+	execPlugin *clientcmdapi.ExecConfig
 }
 
 func newClients(cfg *rest.Config, version, cluster string) (*clients, error) {
@@ -55,8 +46,18 @@ func newClients(cfg *rest.Config, version, cluster string) (*clients, error) {
 	cfg.UserAgent = "terraform-provider-nodemaintenance/" + version
 	// Terraform runs few requests; the defaults (5 QPS) only slow down waits.
 	cfg.QPS, cfg.Burst = 50, 100
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-	if err != nil {
+	var c client.WithWatch
+	build := func() (err error) {
+		c, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+		return err
+	}
+	if cfg.ExecProvider != nil {
+		// client-go builds the plugin's authenticator here, with the
+		// os.Stderr of this moment: see kubeconfig.WithExecStderr.
+		if err := kubeconfig.WithExecStderr(build); err != nil {
+			return nil, err
+		}
+	} else if err := build(); err != nil {
 		return nil, err
 	}
 	return &clients{kube: c, cluster: cluster, execPlugin: cfg.ExecProvider}, nil
@@ -177,36 +178,16 @@ func isExecFailure(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "getting credentials: exec")
 }
 
-// pluginStderr is what the failing credential plugin says about why. client-go
-// sends the plugin's stderr to the provider's own stderr, which Terraform
-// only writes to its debug log, so the provider runs the plugin once more
-// (at most once per run, 10 seconds, no stdin) to capture it.
+// pluginStderr is what the failing credential plugin said about why. The
+// plugin ran once, inside client-go; kubeconfig.WithExecStderr kept the end
+// of its stderr, which otherwise only reaches Terraform's debug log. It is
+// not run again to hear it: it may prompt for MFA or have side effects.
 func (c *clients) pluginStderr() string {
 	if c.execPlugin == nil {
 		return ""
 	}
-	c.execStderrOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		e := c.execPlugin
-		cmd := exec.CommandContext(ctx, e.Command, e.Args...)
-		cmd.Env = os.Environ()
-		for _, v := range e.Env {
-			cmd.Env = append(cmd.Env, v.Name+"="+v.Value)
-		}
-		cmd.Env = append(cmd.Env, fmt.Sprintf(`KUBERNETES_EXEC_INFO={"kind":"ExecCredential","apiVersion":%q,"spec":{"interactive":false}}`, e.APIVersion))
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if cmd.Run() == nil {
-			return
-		}
-		out := strings.TrimSpace(stderr.String())
-		if len(out) > 2000 {
-			out = "..." + out[len(out)-2000:]
-		}
-		if out != "" {
-			c.execStderr = "\n\nThe plugin's error output:\n" + out
-		}
-	})
-	return c.execStderr
+	if out := kubeconfig.ExecStderr(); out != "" {
+		return "\n\nThe plugin's error output:\n" + out
+	}
+	return "\n\n" + kubeconfig.ExecStderrHint
 }
