@@ -24,11 +24,11 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 )
 
 // The installation's RBAC is enough, and not more: the real operator runs

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
 
 // DefaultOptions are quick to react: short leases and lease retries.

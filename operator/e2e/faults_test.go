@@ -30,9 +30,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 )
 
 // slowDrain puts n pods of a Deployment on a fresh node under a PDB with

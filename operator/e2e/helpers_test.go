@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
 
 const phaseTimeout = 2 * time.Minute

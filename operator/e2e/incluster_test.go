@@ -29,9 +29,9 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
 )
 
 // The in-cluster installation's webhook certificates: the operator, run with

@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
 )
 
 // operator is the package's running operator; tests that need other flags

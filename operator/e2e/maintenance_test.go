@@ -17,11 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 )
 
 // The seed example on a node with a Deployment, a DaemonSet, a bare pod and a

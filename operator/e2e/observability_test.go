@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
 
 // A maintenance leaves events on the NodeMaintenance and on the Node, and the

@@ -25,9 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
-	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 )
 
 // Scheme is what the operator reads and writes.
@@ -154,7 +154,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	o = o.withDefaults()
 	var maxUnavailable *intstr.IntOrString
 	if o.MaxUnavailable != "" {
-		v, err := nmwebhook.ParseMaxUnavailable(o.MaxUnavailable)
+		v, err := validation.ParseMaxUnavailable(o.MaxUnavailable)
 		if err != nil {
 			return nil, err
 		}

@@ -162,11 +162,6 @@ func (v *Validator) checkMaxUnavailable(ctx context.Context, nm *nmv1beta1.NodeM
 		nm.Spec.NodeName, len(inMaintenance)+1, len(nodes.Items), v.MaxUnavailable.String(), limit, strings.Join(busy, ", "))
 }
 
-// ParseMaxUnavailable reads the operator's --max-unavailable flag; the rule
-// is validation.ParseMaxUnavailable's, shared with the provider. This name
-// stays for the manager's flag parsing.
-var ParseMaxUnavailable = validation.ParseMaxUnavailable
-
 func (v *Validator) now() time.Time {
 	if v.Now != nil {
 		return v.Now()
