@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project takes from the host's apt rather
 # than building them (hack/tools.sh builds the Go toolchain): shellcheck, for
-# `make lint`. A no-op when every package is installed; otherwise runs
+# `make lint`; containerd, runc and the CNI plugins, for the real (kubelet-run)
+# node of `make cluster-up REAL_NODES=1` and the real-node test. A no-op when
+# every package is installed; otherwise runs
 # apt-get, as root (or through sudo).
 #
 #   hack/apt.sh            install what is missing
 #   hack/apt.sh --check    exit 1 and name what is missing, install nothing
 set -euo pipefail
 
-PACKAGES=(shellcheck)
+PACKAGES=(shellcheck containerd runc containernetworking-plugins)
 
 installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
 
