@@ -28,7 +28,7 @@ ALL_TOOLS=(etcd kubernetes kwok kwok-stages controller-gen tofu terraform static
 tool_bins() {
   case $1 in
     etcd) echo etcd ;;
-    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
+    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet ;;
     kwok) echo kwok kwokctl ;;
     kwok-stages) echo kwok-stages.yaml ;;
     controller-gen) echo controller-gen ;;
@@ -88,10 +88,10 @@ build_from_throwaway_module() {
       for r in $EXTRA_REPLACES; do go mod edit -replace "$r"; done
     fi
     go mod tidy
-    for p in "${pkgs[@]}"; do
-      log "go build $p"
-      go build -trimpath -ldflags "${LDFLAGS:-}" -o "$out/$(basename "$p")" "$p"
-    done
+    # One invocation for every command: the packages they share compile once
+    # and the two cores stay busy (-o DIR/ names each binary after its package).
+    log "go build ${pkgs[*]}"
+    go build -trimpath -ldflags "${LDFLAGS:-}" -o "$out/" "${pkgs[@]}"
   )
 }
 
@@ -145,7 +145,8 @@ GO
         LDFLAGS="-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$version" \
         build_from_throwaway_module "$work" "$out" k8s.io/kubernetes "$version" \
         k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-        k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+        k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl \
+        k8s.io/kubernetes/cmd/kubelet
       ;;
     kwok)
       LDFLAGS="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$version" \
