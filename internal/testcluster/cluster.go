@@ -51,6 +51,9 @@ type Cluster struct {
 	Client client.Client
 	// Clientset is a client-go clientset.
 	Clientset kubernetes.Interface
+	// RealNodes are the kubelet-run nodes (Options.RealNodes), named
+	// real01, real02, ...
+	RealNodes []*RealNode
 
 	workDir  string
 	stopOnce sync.Once
@@ -68,6 +71,11 @@ type Options struct {
 	// Audit turns on the API server's audit log for evictions and for every
 	// request of a ServiceAccount; read it with AuditEvents.
 	Audit bool
+	// RealNodes adds that many real nodes (a kubelet and a containerd each,
+	// see StartRealNode) beside the fake ones, Ready before the tests run;
+	// kwok then manages only the nodes annotated as fake. Needs root and
+	// `make tools`.
+	RealNodes int
 }
 
 // current is the cluster of the running test package, set by Main.
@@ -105,12 +113,8 @@ func Main(m *testing.M, opts Options) int {
 	if !Enabled() {
 		return m.Run()
 	}
-	if err := RequireTools("kwokctl", "kubectl", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: cannot start the test cluster: %v\n", err)
-		return 1
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	c, err := Start(ctx, packageName(), opts.Audit)
+	c, err := StartWith(ctx, packageName(), opts)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: cannot start the test cluster: %v\n", err)
@@ -162,6 +166,21 @@ func Main(m *testing.M, opts Options) int {
 // of AuditEvents when audit is set. The caller must call Stop. On error a
 // non-nil Cluster may be returned so logs can be dumped.
 func Start(ctx context.Context, prefix string, audit bool) (*Cluster, error) {
+	return StartWith(ctx, prefix, Options{Audit: audit})
+}
+
+// StartWith is Start with the cluster shape of opts (Audit, RealNodes); what
+// Main does with the rest (CRD, Setup, Teardown) is the caller's.
+func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, error) {
+	if err := RequireTools("kwokctl", "kubectl", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"); err != nil {
+		return nil, err
+	}
+	if opts.RealNodes > 0 {
+		if err := RealNodeRequirements(); err != nil {
+			return nil, err
+		}
+	}
+	audit := opts.Audit
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	name := sanitize(fmt.Sprintf("nmt-%s-%s", prefix, hex.EncodeToString(suffix)))
@@ -192,6 +211,9 @@ func Start(ctx context.Context, prefix string, audit bool) (*Cluster, error) {
 			return c, err
 		}
 		args = append(args, "--kube-audit-policy", policy)
+	}
+	if opts.RealNodes > 0 {
+		args = append(args, RealNodeKwokctlArgs()...)
 	}
 	// kwokctl picks its ports by asking for free ones; two test packages
 	// creating clusters at the same moment can pick the same port. Creating
@@ -234,7 +256,68 @@ func Start(ctx context.Context, prefix string, audit bool) (*Cluster, error) {
 	if err != nil {
 		return c, fmt.Errorf("cluster %s: the default ServiceAccount never appeared: %w", name, err)
 	}
+	for i := 1; i <= opts.RealNodes; i++ {
+		if err := c.AddRealNode(ctx, fmt.Sprintf("real%02d", i), nil); err != nil {
+			return c, err
+		}
+	}
 	return c, nil
+}
+
+// RealNodeKwokctlArgs are the `kwokctl create cluster` arguments for a
+// cluster with real nodes (hack/cluster.sh passes the same). kwokctl v0.8.0
+// panics on --extra-args unless each component's first one comes before any
+// repeat, hence the interleaving.
+func RealNodeKwokctlArgs() []string {
+	return []string{
+		// kwokctl starts kwok with --manage-all-nodes=true: kwok would take
+		// over the kubelet's node. Manage only the fake ones.
+		"--extra-args", "kwok-controller=manage-all-nodes=false",
+		// Webhooks and aggregated APIs dial endpoint IPs: no kube-proxy needed.
+		"--extra-args", "kube-apiserver=enable-aggregator-routing=true",
+		"--extra-args", "kwok-controller=manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
+		// logs and exec reach the kubelet at its node IP.
+		"--extra-args", "kube-apiserver=kubelet-preferred-address-types=InternalIP",
+		"--extra-args", "kube-apiserver=service-cluster-ip-range=" + ServiceCIDR,
+	}
+}
+
+// AddRealNode starts a real node named name with extra labels, waits until
+// it is Ready, and adds it to c.RealNodes; Stop tears it down.
+func (c *Cluster) AddRealNode(ctx context.Context, name string, labels map[string]string) error {
+	start := time.Now()
+	n, err := StartRealNode(ctx, RealNodeConfig{Name: name, Dir: filepath.Join(c.workDir, "realnodes", name), Kubeconfig: c.KubeconfigPath, Labels: labels})
+	if err != nil {
+		return fmt.Errorf("start real node %s: %w", name, err)
+	}
+	c.RealNodes = append(c.RealNodes, n)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		node, err := c.Clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == "Ready" && cond.Status == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("real node %s did not become Ready: %w\n%s", name, err, n.LogTails(30))
+	}
+	fmt.Fprintf(os.Stderr, "real node %s Ready %s after its start\n", name, time.Since(start).Round(10*time.Millisecond))
+	return nil
+}
+
+// stopRealNodes tears down every real node found under dir/realnodes.
+func stopRealNodes(dir string) {
+	nodes, _ := filepath.Glob(filepath.Join(dir, "realnodes", "*"))
+	for _, n := range nodes {
+		if err := StopRealNode(n); err != nil {
+			fmt.Fprintf(os.Stderr, "warning: stopping real node %s: %v\n", n, err)
+		}
+	}
 }
 
 // lockFile takes an exclusive lock shared by every test process on the machine.
@@ -271,6 +354,7 @@ func reapOrphans(ctx context.Context) {
 			continue // alive (or unreadable): not ours to touch
 		}
 		dir := filepath.Dir(f)
+		stopRealNodes(dir)
 		clusters, _ := os.ReadDir(filepath.Join(dir, "kwok", "clusters"))
 		for _, cl := range clusters {
 			orphan := &Cluster{Name: cl.Name(), workDir: dir}
@@ -287,6 +371,7 @@ func reapOrphans(ctx context.Context) {
 // Stop deletes the cluster and its scratch directory. It is safe to call twice.
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
+		stopRealNodes(c.workDir)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if out, err := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name); err != nil {
@@ -338,6 +423,9 @@ func (c *Cluster) DumpLogs(w *os.File) {
 		_ = os.WriteFile(filepath.Join(dir, comp+".log"), out, 0o644)
 		fmt.Fprintf(w, "--- %s (last lines)\n%s\n", comp, tail(string(out), 15))
 	}
+	for _, n := range c.RealNodes {
+		fmt.Fprint(w, n.LogTails(15))
+	}
 }
 
 func (c *Cluster) kwokctl(ctx context.Context, args ...string) ([]byte, error) {
@@ -345,7 +433,10 @@ func (c *Cluster) kwokctl(ctx context.Context, args ...string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+filepath.Join(c.workDir, "kwok"))
+	// kwokctl's binary runtime passes its environment on to every component:
+	// kube-apiserver must not send what it dials (webhooks, kubelets)
+	// through a proxy.
+	cmd.Env = localEnv("KWOK_WORKDIR=" + filepath.Join(c.workDir, "kwok"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := runContext(ctx, cmd); err != nil {

@@ -1,0 +1,296 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
+)
+
+// realNodesEnv opts in to the tests on a real (kubelet-run) node: they need
+// root, containerd and the kubelet from `make tools`, and start a cluster of
+// their own.
+const realNodesEnv = "NM_REAL_NODES"
+
+// TestRealNodeMaintenance maintains a node whose pods really run: a kubelet
+// with containerd beside kwok's fake nodes. The operator's evictions must
+// reach the containers as SIGTERM, and they must end within their grace
+// period; the node comes back exactly as it was. A fake node of the same
+// cluster is maintained as well, so kwok still manages the fake ones.
+func TestRealNodeMaintenance(t *testing.T) {
+	testcluster.Get(t) // skips without TF_ACC
+	if os.Getenv(realNodesEnv) == "" {
+		t.Skipf("needs a real node: run with %s=1 (and TF_ACC=1, as root, after `make tools`)", realNodesEnv)
+	}
+	ctx, cancel := context.WithTimeout(bg(), 5*time.Minute)
+	start := time.Now()
+	c, err := testcluster.StartWith(ctx, "realnode", testcluster.Options{RealNodes: 1})
+	cancel()
+	if c != nil {
+		t.Cleanup(c.Stop)
+	}
+	if err != nil {
+		if c != nil {
+			c.DumpLogs(os.Stderr)
+		}
+		t.Fatalf("start a cluster with a real node: %v", err)
+	}
+	t.Logf("cluster with a real node up in %s", time.Since(start).Round(10*time.Millisecond))
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.DumpLogs(os.Stderr)
+		}
+	})
+	ctx, cancel = context.WithTimeout(bg(), 2*time.Minute)
+	err = c.InstallCRD(ctx)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := testoperator.Start(c, defaultOptions())
+	if err != nil {
+		t.Fatalf("start the operator: %v", err)
+	}
+	t.Cleanup(op.Stop)
+
+	t.Run("real node", func(t *testing.T) { testRealNodeDrain(t, c, c.RealNodes[0]) })
+	t.Run("fake node beside it", func(t *testing.T) { testFakeNodeBesideRealOne(t, c) })
+}
+
+func testRealNodeDrain(t *testing.T, c *testcluster.Cluster, real *testcluster.RealNode) {
+	const (
+		replicas  = 3
+		grace     = 10 * time.Second
+		exitDelay = 2 * time.Second
+	)
+	ns := c.Namespace(t)
+	app := "waiter"
+	// Each pod's waiter leaves its lines in a file on the node, named after
+	// the pod, where they outlive the pod.
+	signalDir := filepath.Join(real.HostDir, ns)
+	if err := os.MkdirAll(signalDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": app}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector:                  map[string]string{testcluster.RealNodeLabel: "true"},
+					TerminationGracePeriodSeconds: ptr.To(int64(grace / time.Second)),
+					// Nothing in the pod talks to the API server.
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					Containers: []corev1.Container{{
+						Name:            "app",
+						Image:           testcluster.WaiterImage,
+						ImagePullPolicy: corev1.PullNever,
+						Env: []corev1.EnvVar{
+							{Name: "EXIT_DELAY", Value: exitDelay.String()},
+							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+							{Name: "SIGNAL_LOG", Value: "/signals/$(POD_NAME)"},
+						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "signals", MountPath: "/signals"}},
+					}},
+					Volumes: []corev1.Volume{{Name: "signals", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: signalDir}}}},
+				},
+			},
+		},
+	}
+	if err := c.Client.Create(bg(), d); err != nil {
+		t.Fatalf("create Deployment: %v", err)
+	}
+	started := time.Now()
+	var pods []corev1.Pod
+	testcluster.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d pods of %s with a started container on %s", replicas, app, real.Name), func(ctx context.Context) (bool, error) {
+		list := &corev1.PodList{}
+		if err := c.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
+			return false, err
+		}
+		pods = pods[:0]
+		for _, p := range list.Items {
+			if p.Spec.NodeName != real.Name || p.Status.Phase != corev1.PodRunning {
+				continue
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Running != nil && cs.ContainerID != "" {
+					pods = append(pods, p)
+				}
+			}
+		}
+		return len(pods) == replicas, nil
+	})
+	t.Logf("%d pods running on %s %s after the Deployment was created (pod IPs %s)", replicas, real.Name, time.Since(started).Round(10*time.Millisecond), podIPs(pods))
+	for _, p := range pods {
+		if !strings.HasPrefix(p.Status.PodIP, strings.TrimSuffix(real.PodSubnet, "0/24")) {
+			t.Errorf("pod %s has IP %q, not one of the node's pod subnet %s", p.Name, p.Status.PodIP, real.PodSubnet)
+		}
+	}
+
+	// Record every state the containers report until the pods are gone.
+	terminated := watchTerminations(t, c, ns)
+	before := getNode(t, c, real.Name)
+	nmName := "maintain-" + real.Name
+	evictStart := time.Now()
+	createMaintenance(t, c, nmName, real.Name, "real node e2e")
+	nm := waitPhase(t, c, nmName, nmv1beta1.MaintenanceSucceeded)
+	took := time.Since(evictStart)
+	t.Logf("maintenance of %s Succeeded after %s: %+v", real.Name, took.Round(10*time.Millisecond), nm.Status)
+	assertInMaintenance(t, getNode(t, c, real.Name))
+	for _, p := range pods {
+		// The container wrote its lines to the node: SIGTERM came, and it
+		// exited after its own delay, within the grace period.
+		path := filepath.Join(signalDir, p.Name)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("pod %s left no signal log: %v", p.Name, err)
+			continue
+		}
+		log := string(b)
+		if !strings.Contains(log, "got SIGTERM") || !strings.Contains(log, "exiting after") {
+			t.Errorf("pod %s did not log SIGTERM and its exit:\n%s", p.Name, log)
+		}
+		if st, ok := terminated.get(p.Name); ok {
+			if st.ExitCode != 0 {
+				t.Errorf("container of pod %s ended with exit code %d (%s), want 0: it should have exited on SIGTERM, not been killed", p.Name, st.ExitCode, st.Reason)
+			}
+			if took := st.FinishedAt.Sub(evictStart); took > grace+5*time.Second {
+				t.Errorf("container of pod %s finished %s after the maintenance began, beyond its grace period %s", p.Name, took, grace)
+			}
+			t.Logf("pod %s: container terminated exitCode=%d reason=%s; its log:\n%s", p.Name, st.ExitCode, st.Reason, log)
+		} else {
+			t.Logf("pod %s: its terminated state was not seen before the pod went; its log:\n%s", p.Name, log)
+		}
+	}
+	if took > grace+30*time.Second {
+		t.Errorf("the maintenance took %s: containers that exit %s after SIGTERM with a %s grace period should be gone much sooner", took, exitDelay, grace)
+	}
+	// The Deployment's replacements cannot land on the cordoned node.
+	left, err := c.PodsOnNode(bg(), real.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("pods left on %s after the maintenance: %v", real.Name, podNames(left))
+	}
+
+	deleteMaintenance(t, c, nmName)
+	after := getNode(t, c, real.Name)
+	assertRestored(t, after)
+	assertNodeAsBefore(t, before, after)
+}
+
+func testFakeNodeBesideRealOne(t *testing.T, c *testcluster.Cluster) {
+	ns := c.Namespace(t)
+	pool := c.NewPool(t)
+	node := pool.AddNode(t, "").Name
+	pool.AddNode(t, "") // room for the evicted pods
+	c.CreateDeployment(t, ns, "web", 2, pool.Selector())
+	testcluster.WaitFor(t, time.Minute, "2 running pods of web", func(ctx context.Context) (bool, error) {
+		pods, err := c.PodsOnNode(ctx, node)
+		return err == nil && len(pods) > 0, err
+	})
+	before := getNode(t, c, node)
+	name := "maintain-" + node
+	createMaintenance(t, c, name, node, "fake node beside a real one")
+	waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded)
+	assertInMaintenance(t, getNode(t, c, node))
+	deleteMaintenance(t, c, name)
+	assertNodeAsBefore(t, before, getNode(t, c, node))
+}
+
+// assertNodeAsBefore checks that what a maintenance touches (cordon,
+// taints, labels, annotations) is back exactly as it was.
+func assertNodeAsBefore(t *testing.T, before, after *corev1.Node) {
+	t.Helper()
+	if before.Spec.Unschedulable != after.Spec.Unschedulable {
+		t.Errorf("node %s unschedulable %v, was %v", after.Name, after.Spec.Unschedulable, before.Spec.Unschedulable)
+	}
+	taints := func(n *corev1.Node) []string {
+		var out []string
+		for _, t := range n.Spec.Taints {
+			out = append(out, t.Key+"="+t.Value+":"+string(t.Effect))
+		}
+		return out
+	}
+	if !reflect.DeepEqual(taints(before), taints(after)) {
+		t.Errorf("node %s taints %v, were %v", after.Name, taints(after), taints(before))
+	}
+	if !reflect.DeepEqual(before.Labels, after.Labels) {
+		t.Errorf("node %s labels %v, were %v", after.Name, after.Labels, before.Labels)
+	}
+	if !reflect.DeepEqual(before.Annotations, after.Annotations) {
+		t.Errorf("node %s annotations %v, were %v", after.Name, after.Annotations, before.Annotations)
+	}
+}
+
+func podIPs(pods []corev1.Pod) string {
+	var ips []string
+	for _, p := range pods {
+		ips = append(ips, p.Status.PodIP)
+	}
+	return strings.Join(ips, ", ")
+}
+
+// terminations are the terminated container states seen per pod.
+type terminations struct {
+	mu    sync.Mutex
+	state map[string]corev1.ContainerStateTerminated
+}
+
+func (s *terminations) get(pod string) (corev1.ContainerStateTerminated, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.state[pod]
+	return st, ok
+}
+
+// watchTerminations records, until the test ends, the terminated state of
+// every container of the pods in ns as the kubelet reports it.
+func watchTerminations(t *testing.T, c *testcluster.Cluster, ns string) *terminations {
+	s := &terminations{state: map[string]corev1.ContainerStateTerminated{}}
+	w, err := c.Clientset.CoreV1().Pods(ns).Watch(bg(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("watch pods: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				continue
+			}
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Terminated != nil {
+					s.mu.Lock()
+					s.state[p.Name] = *cs.State.Terminated
+					s.mu.Unlock()
+				}
+			}
+		}
+	}()
+	return s
+}
