@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # A named local Kubernetes cluster (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kwok) run by `kwokctl --runtime binary` from the binaries that
-# `make tools` built, with fake Ready nodes node01, node02, ...
+# `make tools` built, with fake Ready nodes node01, node02, ... and, with
+# REAL_NODES=N, N real nodes real01, ... beside them: a kubelet and a
+# containerd each (hack/realnode, the code of the tests' RealNodes option),
+# with everything they own under $KWOK_WORKDIR/realnodes/<node>. Real nodes
+# need root; their pods run the image testcluster.WaiterImage (imagePullPolicy:
+# Never) and nothing else: there is no registry.
 #
-#   hack/cluster.sh up     [NAME=nodemaintenance] [NODES=3] [KUBECONFIG_OUT=.local/kubeconfig]
+#   hack/cluster.sh up     [NAME=nodemaintenance] [NODES=3] [REAL_NODES=0] [KUBECONFIG_OUT=.local/kubeconfig]
 #   hack/cluster.sh down
 set -euo pipefail
 
@@ -12,10 +17,14 @@ root=$(cd "$here/.." && pwd)
 BIN=$("$here/tools.sh" --dir)
 NAME=${NAME:-nodemaintenance}
 NODES=${NODES:-3}
+REAL_NODES=${REAL_NODES:-0}
 KUBECONFIG_OUT=${KUBECONFIG_OUT:-$root/.local/kubeconfig}
 export KWOK_WORKDIR=${KWOK_WORKDIR:-$root/.local/kwok}
 
-kwokctl() { "$BIN/kwokctl" "$@"; }
+# Every component talks to this machine only: kube-apiserver (which inherits
+# kwokctl's environment) must not send what it dials through a proxy.
+kwokctl() { env -u HTTP_PROXY -u HTTPS_PROXY -u NO_PROXY -u ALL_PROXY -u http_proxy -u https_proxy -u no_proxy -u all_proxy "$BIN/kwokctl" "$@"; }
+realnode() { "$root/.local/bin/realnode" "$@"; }
 kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT" "$@"; }
 
 # fake_nodes N prints N Node manifests named node01... managed by kwok.
@@ -44,14 +53,30 @@ YAML
   done
 }
 
+# stop_real_nodes tears down the real nodes of a previous `up`.
+stop_real_nodes() {
+  local d
+  for d in "$KWOK_WORKDIR"/realnodes/*; do
+    [ -d "$d" ] || continue
+    if [ -x "$root/.local/bin/realnode" ]; then realnode down --dir "$d"; else echo "cannot stop real node $d: .local/bin/realnode is gone" >&2; fi
+  done
+}
+
 up() {
   "$here/tools.sh" etcd kubernetes kwok kwok-stages >/dev/null
   mkdir -p "$(dirname "$KUBECONFIG_OUT")" "$KWOK_WORKDIR"
+  local extra=()
+  if [ "$REAL_NODES" -gt 0 ]; then
+    "$here/apt.sh"
+    (cd "$root" && go build -o .local/bin/realnode ./hack/realnode)
+    mapfile -t extra < <(realnode kwokctl-args)
+  fi
+  stop_real_nodes
   if kwokctl get clusters 2>/dev/null | grep -qx "$NAME"; then
     echo "cluster $NAME already exists; recreating it" >&2
     kwokctl delete cluster --name "$NAME" >/dev/null
   fi
-  kwokctl --config "$BIN/kwok-stages.yaml" create cluster --name "$NAME" --runtime binary \
+  kwokctl --config "$BIN/kwok-stages.yaml" create cluster --name "$NAME" --runtime binary "${extra[@]}" \
     --kubeconfig "$KWOK_WORKDIR/kubeconfig.merged" \
     --etcd-binary "$BIN/etcd" \
     --kube-apiserver-binary "$BIN/kube-apiserver" \
@@ -62,6 +87,16 @@ up() {
   kwokctl get kubeconfig --name "$NAME" >"$KUBECONFIG_OUT"
   chmod 600 "$KUBECONFIG_OUT"
   fake_nodes "$NODES" | kubectl apply -f - >/dev/null
+  local i node
+  for i in $(seq 1 "$REAL_NODES"); do
+    printf -v node 'real%02d' "$i"
+    realnode up --name "$node" --dir "$KWOK_WORKDIR/realnodes/$node" --kubeconfig "$KUBECONFIG_OUT"
+  done
+  # `kubectl wait --all` waits only for nodes that exist: let the kubelets register first.
+  for i in $(seq 1 "$REAL_NODES"); do
+    printf -v node 'real%02d' "$i"
+    for _ in $(seq 1 600); do kubectl get node "$node" >/dev/null 2>&1 && break; sleep 0.1; done
+  done
   kubectl wait --for=condition=Ready node --all --timeout=2m >/dev/null
   kubectl get nodes
   echo
@@ -71,6 +106,7 @@ up() {
 }
 
 down() {
+  stop_real_nodes
   if kwokctl get clusters 2>/dev/null | grep -qx "$NAME"; then
     kwokctl delete cluster --name "$NAME"
   else
