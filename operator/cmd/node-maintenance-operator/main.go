@@ -39,10 +39,19 @@ func main() {
 	flag.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "NodeMaintenances worked on at once.")
 	flag.IntVar(&o.Controller.EvictionParallelism, "eviction-parallelism", controller.DefaultEvictionParallelism, "Eviction calls in flight per node.")
 	flag.DurationVar(&o.Controller.LeaseRetryInterval, "lease-retry-interval", controller.DefaultLeaseRetryInterval, fmt.Sprintf("Wait before retrying a node lease that could not be obtained; more than %d failures after the drain started fail the maintenance.", nmv1beta1.MaxLeaseErrors))
+	printVersion := flag.Bool("version", false, "Print the version and the commit the binary was built from, and exit.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *printVersion {
+		fmt.Println("node-maintenance-operator", version, buildRevision())
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	// The user and group show that the image's numeric USER (or the pod's
+	// runAsUser/runAsGroup) took effect.
+	ctrl.Log.WithName("setup").Info("starting node-maintenance-operator", "version", version,
+		"revision", buildRevision(), "uid", os.Getuid(), "gid", os.Getgid())
 	if os.Getenv("GOGC") == "" {
 		// The pod cache is most of the heap and lives as long as the
 		// process. Go's default (GOGC=100) lets the heap grow to twice the
@@ -65,6 +74,29 @@ func main() {
 	if err := mgr.Start(ctx); err != nil {
 		fail("the operator stopped: %v", err)
 	}
+}
+
+// version is stamped by `make image` (-ldflags "-X main.version=v0.1.0").
+var version = "(devel)"
+
+// buildRevision is the commit the binary was built from, as Go recorded it
+// (-buildvcs, which `make image` turns on), "+modified" if the working tree
+// had changes; "unknown" without VCS information.
+func buildRevision() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, modified := "unknown", ""
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			modified = "+modified"
+		}
+	}
+	return rev + modified
 }
 
 // gcPercent is the operator's GOGC unless the environment sets one.
