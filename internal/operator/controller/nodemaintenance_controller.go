@@ -23,6 +23,7 @@ import (
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 )
 
 // Event reasons. Those the medik8s node-maintenance-operator also emits use
@@ -96,8 +97,12 @@ type NodeMaintenanceReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Leases    *lease.Manager
-	Evictor   drain.Evictor
-	Options   Options
+	// Admissions, when set, is the webhook's admission ledger: a finalized
+	// NodeMaintenance leaves it, so its node is free for the next create at
+	// once.
+	Admissions *ledger.Ledger
+	Evictor    drain.Evictor
+	Options    Options
 	// Now is the clock, for tests.
 	Now func() time.Time
 

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
 )
 
@@ -39,6 +40,13 @@ func (r *NodeMaintenanceReconciler) finalize(ctx context.Context, nm *nmv1beta1.
 	}
 	if err := r.Leases.Release(ctx, nm.Spec.NodeName); err != nil {
 		return ctrl.Result{}, err
+	}
+	if r.Admissions != nil {
+		if err := r.Admissions.Release(ctx, nm.Spec.NodeName, nm.Name); err != nil {
+			// Not worth holding the object for: the entry expires on its own.
+			log.FromContext(ctx).Info("cannot release the admission ledger entry; it expires after "+ledger.TTL.String(),
+				"node", nm.Spec.NodeName, "error", err.Error())
+		}
 	}
 	controllerutil.RemoveFinalizer(nm, nmv1beta1.NodeMaintenanceFinalizer)
 	if err := r.Client.Update(ctx, nm); err != nil {

@@ -26,6 +26,7 @@ import (
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
 )
 
@@ -393,5 +394,35 @@ func TestReconcileBlockedDrainBacksOff(t *testing.T) {
 	}
 	if ev := e.events(); !strings.Contains(ev, ReasonEvictionBlocked) || !strings.Contains(ev, ReasonBeginMaintenance) {
 		t.Fatalf("events %q", ev)
+	}
+}
+
+// A finalized NodeMaintenance leaves the webhook's admission ledger, so its
+// node is free for the next create at once; another node's entry stays.
+func TestReconcileFinalizeReleasesAdmission(t *testing.T) {
+	e := newReconcileEnv(t, interceptor.Funcs{}, testObjects()...)
+	e.r.Admissions = &ledger.Ledger{Reader: e.c, Writer: e.c}
+	snap, err := e.r.Admissions.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Entries[testNode] = ledger.Entry{Name: testNM, At: e.now}
+	snap.Entries["node02"] = ledger.Entry{Name: "other", At: e.now}
+	if err := e.r.Admissions.Write(context.Background(), snap); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile()
+	e.reconcile()
+	e.delete()
+	e.reconcile()
+	if !e.gone() {
+		t.Fatalf("the NodeMaintenance is still there")
+	}
+	got, err := e.r.Admissions.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Entries[testNode]; ok || got.Entries["node02"].Name != "other" {
+		t.Fatalf("ledger after the finalizer = %v, want only node02's entry", got.Entries)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 )
 
@@ -43,12 +44,13 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 		return err
 	}
 	reconciler := &controller.NodeMaintenanceReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("node-maintenance"),
-		Leases:    &lease.Manager{Client: mgr.GetClient(), Reader: mgr.GetClient(), Duration: o.LeaseDuration},
-		Evictor:   drain.KubectlEvictor(&kubedrain.Helper{Client: clientset, GracePeriodSeconds: -1}),
-		Options:   o.Controller,
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("node-maintenance"),
+		Leases:     &lease.Manager{Client: mgr.GetClient(), Reader: mgr.GetClient(), Duration: o.LeaseDuration},
+		Admissions: &ledger.Ledger{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+		Evictor:    drain.KubectlEvictor(&kubedrain.Helper{Client: clientset, GracePeriodSeconds: -1}),
+		Options:    o.Controller,
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up the NodeMaintenance controller: %w", err)
@@ -59,7 +61,7 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 // addValidator registers the webhook once the certificates exist: it cannot
 // be registered before.
 func addValidator(mgr ctrl.Manager, maxUnavailable *intstr.IntOrString, certsReady <-chan struct{}) error {
-	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), MaxUnavailable: maxUnavailable}
+	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), MaxUnavailable: maxUnavailable}
 	return mgr.Add(runnableFunc(func(ctx context.Context) error {
 		select {
 		case <-certsReady:

@@ -18,6 +18,8 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 )
 
 // ErrNodeNameImmutable is the exact message of the medik8s operator for an
@@ -27,10 +29,6 @@ const ErrNodeNameImmutable = "updating spec.NodeName isn't allowed"
 // Path is where the validating webhook is served.
 const Path = "/validate-nodemaintenance-medik8s-io-v1beta1-nodemaintenance"
 
-// reservationTTL is how long an admitted create holds its node while the API
-// server persists it and our informer catches up.
-const reservationTTL = 10 * time.Second
-
 // +kubebuilder:webhook:path=/validate-nodemaintenance-medik8s-io-v1beta1-nodemaintenance,mutating=false,failurePolicy=fail,sideEffects=None,groups=nodemaintenance.medik8s.io,resources=nodemaintenances,verbs=create;update,versions=v1beta1,name=vnodemaintenance.medik8s.io,admissionReviewVersions=v1,timeoutSeconds=15
 
 // Validator admits NodeMaintenance creates and updates.
@@ -38,6 +36,9 @@ type Validator struct {
 	// Reader reads live from the API server: admission must not decide on a
 	// stale cache.
 	Reader client.Reader
+	// Writer writes the admission ledger (package ledger) that makes the
+	// decision hold across replicas.
+	Writer client.Writer
 	// MaxUnavailable, when set, bounds how many nodes may be in maintenance at
 	// once: a count ("2") or a percentage of all nodes ("20%", rounded down,
 	// at least one).
@@ -45,16 +46,10 @@ type Validator struct {
 	// Now is the clock, for tests.
 	Now func() time.Time
 
-	// mu serialises creates so that two racing creates for one node cannot
-	// both pass; reserved remembers admitted creates the API server may not
-	// show yet.
-	mu       sync.Mutex
-	reserved map[string]reservation
-}
-
-type reservation struct {
-	name string
-	at   time.Time
+	// mu serialises the creates this replica admits, so that they do not
+	// race each other for the ledger; the ledger settles races between
+	// replicas.
+	mu sync.Mutex
 }
 
 var _ admission.Validator[*nmv1beta1.NodeMaintenance] = &Validator{}
@@ -80,24 +75,48 @@ func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		err := v.admit(ctx, nm)
+		if !ledger.Retryable(err) {
+			return nil, err
+		}
+		if attempt == ledger.Attempts {
+			return nil, fmt.Errorf("cannot record the admission of NodeMaintenance %q for node %q: the admission ledger %s/%s changed %d times in a row under concurrent creates; try again",
+				nm.Name, nm.Spec.NodeName, lease.Namespace, ledger.LedgerName, attempt)
+		}
+	}
+}
+
+// admit decides on one read of the ledger and the stored NodeMaintenances,
+// and records the decision in the ledger. A retryable error means another
+// admission wrote the ledger first.
+func (v *Validator) admit(ctx context.Context, nm *nmv1beta1.NodeMaintenance) error {
+	// The ledger is read before the list: a create admitted elsewhere is in
+	// the ledger until the list shows it.
+	admissions := v.admissions()
+	snap, err := admissions.Read(ctx)
+	if err != nil {
+		return err
+	}
 	list := &nmv1beta1.NodeMaintenanceList{}
 	if err := v.Reader.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("cannot list NodeMaintenances to check node %q is not in maintenance already: %w", nm.Spec.NodeName, err)
+		return fmt.Errorf("cannot list NodeMaintenances to check node %q is not in maintenance already: %w", nm.Spec.NodeName, err)
 	}
-	inMaintenance := v.nodesInMaintenance(list.Items)
+	inMaintenance := v.nodesInMaintenance(list.Items, snap.Entries)
 	if other, ok := inMaintenance[nm.Spec.NodeName]; ok && other != nm.Name {
-		return nil, fmt.Errorf("node %q is already in maintenance by NodeMaintenance %q: delete that one first (or wait until it is gone) to start another", nm.Spec.NodeName, other)
+		return fmt.Errorf("node %q is already in maintenance by NodeMaintenance %q: delete that one first (or wait until it is gone) to start another", nm.Spec.NodeName, other)
 	}
 	if v.MaxUnavailable != nil {
 		if err := v.checkMaxUnavailable(ctx, nm, inMaintenance); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if v.reserved == nil {
-		v.reserved = map[string]reservation{}
-	}
-	v.reserved[nm.Spec.NodeName] = reservation{name: nm.Name, at: v.now()}
-	return nil, nil
+	snap.Entries[nm.Spec.NodeName] = ledger.Entry{Name: nm.Name, At: v.now()}
+	return admissions.Write(ctx, snap)
+}
+
+func (v *Validator) admissions() *ledger.Ledger {
+	return &ledger.Ledger{Reader: v.Reader, Writer: v.Writer}
 }
 
 // ValidateUpdate refuses a change of spec.nodeName.
@@ -114,8 +133,9 @@ func (v *Validator) ValidateDelete(context.Context, *nmv1beta1.NodeMaintenance) 
 }
 
 // nodesInMaintenance maps node name to the NodeMaintenance holding it, from
-// the live list and from creates admitted moments ago. Call with v.mu held.
-func (v *Validator) nodesInMaintenance(items []nmv1beta1.NodeMaintenance) map[string]string {
+// the live list and from the ledger's creates admitted moments ago. It drops
+// the entries that have done their job from entries.
+func (v *Validator) nodesInMaintenance(items []nmv1beta1.NodeMaintenance, entries map[string]ledger.Entry) map[string]string {
 	out := map[string]string{}
 	stored := map[string]bool{}
 	for i := range items {
@@ -123,15 +143,15 @@ func (v *Validator) nodesInMaintenance(items []nmv1beta1.NodeMaintenance) map[st
 		stored[items[i].Name] = true
 	}
 	now := v.now()
-	for node, r := range v.reserved {
+	for node, e := range entries {
 		switch {
-		case stored[r.name] || now.Sub(r.at) > reservationTTL:
+		case stored[e.Name] || now.Sub(e.At) > ledger.TTL:
 			// The API server shows it (or the create never landed): the
-			// reservation has done its job.
-			delete(v.reserved, node)
+			// entry has done its job.
+			delete(entries, node)
 		default:
 			if _, ok := out[node]; !ok {
-				out[node] = r.name
+				out[node] = e.Name
 			}
 		}
 	}

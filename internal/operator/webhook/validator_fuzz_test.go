@@ -21,6 +21,7 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	nmvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 )
 
 // The fuzz targets here check what the webhook promises against a model of
@@ -106,7 +107,7 @@ type admittedCreate struct {
 //   - the stored NodeMaintenances never share a node and never hold more
 //     nodes than --max-unavailable allows;
 //   - every refusal is one of the documented messages, names the node and is
-//     justified by what is stored or was admitted less than reservationTTL ago;
+//     justified by what is stored or was admitted less than ledger.TTL ago;
 //   - a create that nothing stored or recently admitted stands in the way of
 //     is admitted.
 //
@@ -159,7 +160,7 @@ func FuzzValidateCreateSequence(f *testing.F) {
 		candidates := []string{"node0", "node1", "node2", "node3", "node4", "ghost", extraNode, ""}
 		api := fake.NewClientBuilder().WithScheme(fuzzScheme).WithObjects(objs...).Build()
 		now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-		v := &Validator{Reader: api, MaxUnavailable: limit, Now: func() time.Time { return now }}
+		v := &Validator{Reader: api, Writer: api, MaxUnavailable: limit, Now: func() time.Time { return now }}
 		ctx := context.Background()
 
 		stored := map[string]string{} // NodeMaintenance name -> node, as the API server has them
@@ -222,7 +223,7 @@ func FuzzValidateCreateSequence(f *testing.F) {
 				recentNodes[nd] = true
 			}
 			for _, c := range admitted {
-				if now.Sub(c.at) <= reservationTTL {
+				if now.Sub(c.at) <= ledger.TTL {
 					recentNodes[c.node] = true
 				}
 			}
@@ -233,7 +234,7 @@ func FuzzValidateCreateSequence(f *testing.F) {
 			// Nothing the validator can know of stands in the way.
 			mustAdmit := storedHolder == "" && (limit == nil || limErr == nil && otherRecentNodes+1 <= lim)
 			for _, c := range admitted {
-				mustAdmit = mustAdmit && !(c.node == node && c.name != name && now.Sub(c.at) <= reservationTTL)
+				mustAdmit = mustAdmit && !(c.node == node && c.name != name && now.Sub(c.at) <= ledger.TTL)
 			}
 			warnings, err := v.ValidateCreate(ctx, nmForFuzz(name, node, "", nil))
 			if warnings != nil {
@@ -283,10 +284,10 @@ func FuzzValidateCreateSequence(f *testing.F) {
 				holder := m[1]
 				justified := holder != name && stored[holder] == node
 				for _, c := range admitted {
-					justified = justified || c.name == holder && holder != name && c.node == node && now.Sub(c.at) <= reservationTTL
+					justified = justified || c.name == holder && holder != name && c.node == node && now.Sub(c.at) <= ledger.TTL
 				}
 				if !justified || !strings.HasPrefix(msg, fmt.Sprintf("node %q ", node)) {
-					t.Fatalf("create %s for %q refused as held by %s, which neither holds it nor was admitted for it within %s: %q", name, node, holder, reservationTTL, msg)
+					t.Fatalf("create %s for %q refused as held by %s, which neither holds it nor was admitted for it within %s: %q", name, node, holder, ledger.TTL, msg)
 				}
 			case limit != nil && limErr != nil:
 				if msg != limErr.Error() {

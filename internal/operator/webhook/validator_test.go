@@ -43,7 +43,7 @@ func TestValidateCreate(t *testing.T) {
 	}
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(append(nodes, nm("existing", "node01"))...).Build()
 	one := intstr.FromInt32(2)
-	v := &Validator{Reader: reader, MaxUnavailable: &one}
+	v := &Validator{Reader: reader, Writer: reader, MaxUnavailable: &one}
 
 	tests := []struct {
 		name, node, wantErr string

@@ -1,0 +1,142 @@
+// Package ledger holds the admission ledger: how the webhook's replicas
+// agree on the NodeMaintenance creates they admitted.
+//
+// A create is admitted before the API server stores it, so a check of the
+// stored NodeMaintenances alone lets two creates that race through two
+// replicas both pass. Every admission therefore ends with a write of one
+// shared object, a Lease, guarded by its resourceVersion: it records the
+// create (node, name, time) before the webhook answers. Two admissions that
+// decided on the same version of the ledger cannot both write it; the loser
+// reads again, sees the winner's entry and decides anew. An entry is
+// forgotten once the API server shows its NodeMaintenance, when the
+// NodeMaintenance is finalized, or after TTL (the create never landed). The
+// Lease needs no permission the operator does not already have for the node
+// leases.
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
+)
+
+const (
+	// LedgerName is the Lease, in lease.Namespace, that records admitted
+	// creates. Its name does not start like a node lease's ("node-").
+	LedgerName = "nodemaintenance-admissions"
+	// TTL is how long an entry holds its node while the API server persists
+	// the NodeMaintenance it admitted.
+	TTL = 10 * time.Second
+	// Attempts bounds the rereads of a ledger that keeps changing under us
+	// (many creates at once through several replicas).
+	Attempts = 20
+	// entriesAnnotation holds the entries, as JSON: node name to entry.
+	entriesAnnotation = "nodemaintenance.medik8s.io/admitted"
+)
+
+// Entry is an admitted create.
+type Entry struct {
+	Name string    `json:"name"`
+	At   time.Time `json:"at"`
+}
+
+// Snapshot is one read of the ledger; Write stores it only if nobody wrote
+// the ledger since.
+type Snapshot struct {
+	// Entries maps node name to the create admitted for it.
+	Entries map[string]Entry
+	// lease is nil when the ledger does not exist yet.
+	lease *coordinationv1.Lease
+}
+
+// Ledger reads the ledger live and writes it with optimistic concurrency.
+type Ledger struct {
+	// Reader reads live from the API server, never from a cache.
+	Reader client.Reader
+	Writer client.Writer
+}
+
+// Read returns the ledger as it is now; an absent ledger is empty.
+func (l *Ledger) Read(ctx context.Context) (*Snapshot, error) {
+	obj := &coordinationv1.Lease{}
+	err := l.Reader.Get(ctx, client.ObjectKey{Namespace: lease.Namespace, Name: LedgerName}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return &Snapshot{Entries: map[string]Entry{}}, nil
+	case err != nil:
+		return nil, fmt.Errorf("cannot read the admission ledger %s/%s: %w", lease.Namespace, LedgerName, err)
+	}
+	entries := map[string]Entry{}
+	if raw := obj.Annotations[entriesAnnotation]; raw != "" {
+		// A damaged ledger starts afresh: what it held is at most TTL old,
+		// and the stored NodeMaintenances still count.
+		if err := json.Unmarshal([]byte(raw), &entries); err != nil {
+			entries = map[string]Entry{}
+		}
+	}
+	return &Snapshot{Entries: entries, lease: obj}, nil
+}
+
+// Write stores s if nobody wrote the ledger since s was read; otherwise it
+// returns an error for which Retryable is true.
+func (l *Ledger) Write(ctx context.Context, s *Snapshot) error {
+	raw, err := json.Marshal(s.Entries)
+	if err != nil {
+		return err
+	}
+	if s.lease == nil {
+		obj := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Namespace: lease.Namespace, Name: LedgerName, Annotations: map[string]string{entriesAnnotation: string(raw)},
+		}}
+		err := l.Writer.Create(ctx, obj)
+		if apierrors.IsNotFound(err) {
+			// The namespace of the node leases does not exist yet.
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lease.Namespace}}
+			if nerr := l.Writer.Create(ctx, ns); nerr != nil && !apierrors.IsAlreadyExists(nerr) {
+				return fmt.Errorf("cannot create namespace %s for the admission ledger: %w", lease.Namespace, nerr)
+			}
+			err = l.Writer.Create(ctx, obj)
+		}
+		return err
+	}
+	obj := s.lease.DeepCopy()
+	if obj.Annotations == nil {
+		obj.Annotations = map[string]string{}
+	}
+	obj.Annotations[entriesAnnotation] = string(raw)
+	return l.Writer.Update(ctx, obj)
+}
+
+// Release forgets the entry of node if it is name's: the NodeMaintenance is
+// gone, and its node is free for the next create at once.
+func (l *Ledger) Release(ctx context.Context, node, name string) error {
+	for attempt := 1; ; attempt++ {
+		s, err := l.Read(ctx)
+		if err != nil {
+			return err
+		}
+		if e, ok := s.Entries[node]; !ok || e.Name != name {
+			return nil
+		}
+		delete(s.Entries, node)
+		err = l.Write(ctx, s)
+		if !Retryable(err) || attempt == Attempts {
+			return err
+		}
+	}
+}
+
+// Retryable reports a lost race for the ledger: read it again and decide
+// anew.
+func Retryable(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+}
