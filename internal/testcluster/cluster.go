@@ -314,9 +314,12 @@ func (c *Cluster) AddRealNode(ctx context.Context, name string, labels map[strin
 func stopRealNodes(dir string) {
 	nodes, _ := filepath.Glob(filepath.Join(dir, "realnodes", "*"))
 	for _, n := range nodes {
+		start := time.Now()
 		if err := StopRealNode(n); err != nil {
 			fmt.Fprintf(os.Stderr, "warning: stopping real node %s: %v\n", n, err)
+			continue
 		}
+		fmt.Fprintf(os.Stderr, "real node %s stopped and removed in %s\n", filepath.Base(n), time.Since(start).Round(10*time.Millisecond))
 	}
 }
 

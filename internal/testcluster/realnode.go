@@ -374,27 +374,17 @@ func StopRealNode(dir string) error {
 	id := strings.TrimSpace(string(b))
 	n := &RealNode{Dir: dir}
 	var errs []error
+	steps := newStepTimer()
+	defer steps.reportIfSlow(dir, 10*time.Second)
 	stopDaemon(dir, "kubelet", 15*time.Second)
-	// The kubelet is gone, so nothing recreates containers: kill every task
-	// and remove every container through containerd while it still runs.
-	if pidAlive(readPid(dir, "containerd")) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if out, err := n.ctr(ctx, "tasks", "ls", "-q"); err == nil {
-			for _, task := range strings.Fields(out) {
-				_, _ = n.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", task)
-			}
-			for _, task := range strings.Fields(out) {
-				_ = waitFor(ctx, 10*time.Second, func() error { _, err := n.ctr(ctx, "tasks", "delete", task); return err })
-			}
-		}
-		if out, err := n.ctr(ctx, "containers", "ls", "-q"); err == nil {
-			for _, c := range strings.Fields(out) {
-				_, _ = n.ctr(ctx, "containers", "delete", c)
-			}
-		}
-		cancel()
-	}
+	steps.done("kubelet")
+	// The kubelet is gone, so nothing recreates containers: kill every
+	// process in the node's cgroups (its containers, sandboxes included).
+	// Through containerd's API that took up to a minute under load.
+	killCgroupProcesses(id)
+	steps.done("containers")
 	stopDaemon(dir, "containerd", 15*time.Second)
+	steps.done("containerd")
 	// Shims of tasks that could not be deleted: the ones started for this
 	// node's socket, and nothing else.
 	for _, pid := range processesMentioning(n.socket()) {
@@ -403,7 +393,9 @@ func StopRealNode(dir string) error {
 	if err := unmountUnder(dir); err != nil {
 		errs = append(errs, err)
 	}
+	steps.done("unmount")
 	removeCgroupRoot(id)
+	steps.done("cgroups")
 	if _, err := os.Stat("/sys/class/net/nm" + id); err == nil {
 		if out, err := exec.Command("ip", "link", "delete", "nm"+id).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("delete bridge nm%s: %w: %s", id, err, out))
@@ -430,6 +422,27 @@ func otherBridges(except string) bool {
 		}
 	}
 	return false
+}
+
+// stepTimer tells where a slow teardown spent its time.
+type stepTimer struct {
+	last  time.Time
+	start time.Time
+	steps []string
+}
+
+func newStepTimer() *stepTimer { now := time.Now(); return &stepTimer{last: now, start: now} }
+
+func (s *stepTimer) done(step string) {
+	now := time.Now()
+	s.steps = append(s.steps, fmt.Sprintf("%s %s", step, now.Sub(s.last).Round(10*time.Millisecond)))
+	s.last = now
+}
+
+func (s *stepTimer) reportIfSlow(dir string, limit time.Duration) {
+	if took := time.Since(s.start); took > limit {
+		fmt.Fprintf(os.Stderr, "stopping real node %s took %s: %s\n", dir, took.Round(10*time.Millisecond), strings.Join(s.steps, ", "))
+	}
 }
 
 func readPid(dir, name string) int {
@@ -583,6 +596,33 @@ func makeCgroupRoot(id string) error {
 		}
 	}
 	return nil
+}
+
+// killCgroupProcesses SIGKILLs every process in the node's cgroups and
+// waits a little for them to go.
+func killCgroupProcesses(id string) {
+	for try := 0; try < 50; try++ {
+		found := false
+		for _, h := range cgroupHierarchies() {
+			_ = filepath.WalkDir(filepath.Join(h, cgroupRootName(id)), func(p string, d os.DirEntry, err error) error {
+				if err != nil || !d.IsDir() {
+					return nil
+				}
+				b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+				for _, f := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(f); err == nil && pidAlive(pid) {
+						found = true
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+				return nil
+			})
+		}
+		if !found {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // removeCgroupRoot removes the node's cgroups, deepest first; its processes

@@ -67,7 +67,11 @@ func TestRealNodeMaintenance(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start the operator: %v", err)
 	}
-	t.Cleanup(op.Stop)
+	t.Cleanup(func() {
+		start := time.Now()
+		op.Stop()
+		t.Logf("operator stopped in %s", time.Since(start).Round(10*time.Millisecond))
+	})
 
 	t.Run("real node", func(t *testing.T) { testRealNodeDrain(t, c, c.RealNodes[0]) })
 	t.Run("fake node beside it", func(t *testing.T) { testFakeNodeBesideRealOne(t, c) })
@@ -202,19 +206,15 @@ func testRealNodeDrain(t *testing.T, c *testcluster.Cluster, real *testcluster.R
 
 func testFakeNodeBesideRealOne(t *testing.T, c *testcluster.Cluster) {
 	ns := c.Namespace(t)
-	pool := c.NewPool(t)
-	node := pool.AddNode(t, "").Name
-	pool.AddNode(t, "") // room for the evicted pods
-	c.CreateDeployment(t, ns, "web", 2, pool.Selector())
-	testcluster.WaitFor(t, time.Minute, "2 running pods of web", func(ctx context.Context) (bool, error) {
-		pods, err := c.PodsOnNode(ctx, node)
-		return err == nil && len(pods) > 0, err
-	})
+	node := deploymentNode(t, c, ns, "web", 2, nil, nil)
 	before := getNode(t, c, node)
 	name := "maintain-" + node
 	createMaintenance(t, c, name, node, "fake node beside a real one")
 	waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded)
 	assertInMaintenance(t, getNode(t, c, node))
+	if left, err := c.PodsOnNode(bg(), node); err != nil || len(left) != 0 {
+		t.Errorf("pods left on %s after the maintenance: %v (%v)", node, podNames(left), err)
+	}
 	deleteMaintenance(t, c, name)
 	assertNodeAsBefore(t, before, getNode(t, c, node))
 }
