@@ -1,17 +1,31 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
 	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 )
 
 // replicas are two webhook validators as two operator replicas run them:
@@ -96,4 +110,129 @@ func TestReplicasHoldMaxUnavailable(t *testing.T) {
 		t.Fatalf("%d of 6 racing creates were admitted through two replicas with --max-unavailable=%s and %d maintenances already (%v), want exactly 2",
 			len(admitted), limit.String(), len(existing.Items), admitted)
 	}
+}
+
+// Two operator processes with leader election; the leader is SIGKILLed in
+// the middle of a drain. The standby takes the leader lease over and
+// finishes the drain: Succeeded with the right counts, each pod evicted
+// once, and delete restores the node exactly.
+func TestLeaderKilledMidDrainStandbyFinishes(t *testing.T) {
+	c := testcluster.Get(t)
+	const pods = 6
+	ns, node := slowDrain(t, c, "ha", pods, 2*time.Second)
+	before := settledStateOf(t, c, node)
+	electionNS := c.Namespace(t)
+	elect := []string{"--leader-elect", "--namespace=" + electionNS}
+	leader := runOperatorProcess(t, c, elect...)
+	first := leaderOf(t, c, electionNS, "")
+
+	dir := t.TempDir()
+	standby := &testoperator.Process{Bin: leader.Bin, Dir: dir, LogPath: filepath.Join(dir, "operator.log")}
+	if err := standby.Start(c, slices.Concat(processFlags, elect)...); err != nil {
+		t.Fatalf("start the standby operator: %v", err)
+	}
+	t.Cleanup(func() {
+		standby.Stop()
+		if t.Failed() {
+			logTail(t, standby.LogPath, 60)
+		}
+	})
+
+	name := testcluster.UniqueName(t, "failover")
+	createMaintenance(t, c, name, node, "")
+	waitMaintenance(t, c, name, "drain under way", func(nm *nmv1beta1.NodeMaintenance) bool {
+		return nm.Status.Phase == nmv1beta1.MaintenanceRunning && nm.Status.EvictionPods == pods && len(nm.Status.PendingPods) < pods
+	})
+	leader.Kill()
+	t.Logf("leader %s killed", first)
+	second := leaderOf(t, c, electionNS, first)
+	t.Logf("standby %s took over", second)
+
+	nm := waitDrainThroughCutOffs(t, c, name, ns)
+	if nm.Status.TotalPods != pods || nm.Status.EvictionPods != pods || nm.Status.DrainProgress != 100 || len(nm.Status.PendingPods) != 0 {
+		t.Errorf("counts after the failover: %+v, want %d pods, all evicted", nm.Status, pods)
+	}
+	assertEvictedOnce(t, c, ns, pods)
+	deleteMaintenance(t, c, name)
+	assertSameNodeState(t, node, before, stateOf(t, c, node))
+}
+
+// leaderOf waits until the operator's leader-election lease in ns is held by
+// someone other than not, and returns the holder.
+func leaderOf(t *testing.T, c *testcluster.Cluster, ns, not string) string {
+	t.Helper()
+	var holder string
+	testcluster.WaitFor(t, 2*time.Minute, "a leader other than "+strconv.Quote(not)+" in "+ns, func(ctx context.Context) (bool, error) {
+		l := &coordinationv1.Lease{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: manager.DefaultLeaderElectionID}, l); err != nil {
+			return false, err
+		}
+		holder = ptr.Deref(l.Spec.HolderIdentity, "")
+		if holder == "" || holder == not {
+			return false, fmt.Errorf("held by %q", holder)
+		}
+		return true, nil
+	})
+	return holder
+}
+
+// A maintenance of the node the operator itself runs on: the operator's own
+// pod is evicted only once every other pod has left the node, so the drain
+// is carried to its end before the operator moves.
+func TestOperatorPodIsEvictedLast(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.Namespace(t)
+	o := defaultOptions()
+	o.Controller.OperatorDeployment = types.NamespacedName{Namespace: ns, Name: config.OperatorName}
+	restartOperator(t, c, o)
+
+	pool := c.NewPool(t)
+	node := pool.AddNode(t, "").Name
+	c.CreateDeployment(t, ns, config.OperatorName, 1, pool.Selector())
+	c.CreateDeployment(t, ns, "app", 3, pool.Selector(), testcluster.WithTerminationDelay(2*time.Second))
+	c.WaitRunningPods(t, ns, config.OperatorName, node, 1)
+	c.WaitRunningPods(t, ns, "app", node, 3)
+	own, others := map[types.UID]bool{}, map[types.UID]bool{}
+	for _, p := range podsOn(t, c, ns, node) {
+		if strings.HasPrefix(p.Name, config.OperatorName+"-") {
+			own[p.UID] = true
+		} else {
+			others[p.UID] = true
+		}
+	}
+	pool.AddNode(t, "") // where the replacements go
+
+	name := testcluster.UniqueName(t, "self")
+	createMaintenance(t, c, name, node, "")
+	waitMaintenance(t, c, name, "phase Succeeded, the operator's pod evicted last", func(nm *nmv1beta1.NodeMaintenance) bool {
+		ownLeft, othersLeft := true, 0
+		for _, p := range podsOn(t, c, ns, node) {
+			switch {
+			case own[p.UID] && p.DeletionTimestamp == nil:
+				ownLeft = false
+			case others[p.UID]:
+				othersLeft++
+			}
+		}
+		if ownLeft && othersLeft > 0 {
+			t.Fatalf("the operator's pod was evicted while %d other pods were still on node %s", othersLeft, node)
+		}
+		return nm.Status.Phase == nmv1beta1.MaintenanceSucceeded
+	})
+	deleteMaintenance(t, c, name)
+}
+
+func podsOn(t *testing.T, c *testcluster.Cluster, ns, node string) []corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := c.Client.List(bg(), pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == node {
+			out = append(out, p)
+		}
+	}
+	return out
 }

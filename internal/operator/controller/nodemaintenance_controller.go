@@ -69,6 +69,12 @@ type Options struct {
 	// SkipNameValidation allows several managers in one process (tests that
 	// restart the operator in-process).
 	SkipNameValidation bool
+	// OperatorDeployment, when set, is the operator's own Deployment: its
+	// pods on a node under maintenance are evicted last, once every other
+	// pod has left, so the drain of the node the operator runs on is not cut
+	// short by the operator moving (another replica, or the replacement,
+	// finishes it).
+	OperatorDeployment types.NamespacedName
 }
 
 func (o *Options) defaults() {

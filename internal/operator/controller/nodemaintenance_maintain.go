@@ -114,6 +114,9 @@ func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.P
 		return drain.Plan{}, fmt.Errorf("list pods on node %s: %w", s.node.Name, err)
 	}
 	plan := drain.NewPlan(pods.Items, drain.Filters(s.prior.CordonedAt, nodestate.MaintenanceTaints))
+	if own := r.Options.OperatorDeployment; own.Name != "" {
+		plan = plan.EvictLast(drain.OwnedByDeployment(own.Namespace, own.Name))
+	}
 	// The counts are taken when the drain starts: the pass that first touches
 	// the node (a wait for the lease before it may already have set the
 	// phase), or a later one if that pass could not write its status.
@@ -130,12 +133,12 @@ func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.P
 	return plan, nil
 }
 
-// evict makes one round of eviction calls for the pods of plan this process
-// has not evicted moments ago. A refusal by a PodDisruptionBudget is an
+// evict makes one round of eviction calls for the pods plan lets go now
+// (Evictable) that this process has not evicted moments ago. A refusal by a PodDisruptionBudget is an
 // event, explained first by any budget an interrupted eviction holds.
 func (r *NodeMaintenanceReconciler) evict(ctx context.Context, s *scope, plan drain.Plan) drain.Round {
 	p := r.progressOf(s.nm)
-	results := drain.Evict(ctx, r.Evictor, p.notEvictedYet(plan.ToEvict, r.now()), r.Options.EvictionParallelism)
+	results := drain.Evict(ctx, r.Evictor, p.notEvictedYet(plan.Evictable(), r.now()), r.Options.EvictionParallelism)
 	for _, res := range results {
 		if res.Outcome == drain.Evicted {
 			p.evicted[res.UID] = r.now()

@@ -59,13 +59,56 @@ type Plan struct {
 	Terminating []corev1.Pod
 	// Skipped are pods that stay on the node, with the reason.
 	Skipped map[types.NamespacedName]string
+	// Last are pods to evict only once no other pod has to leave (EvictLast):
+	// the operator's own, so that a drain of the node it runs on is carried
+	// to its end before it moves.
+	Last []corev1.Pod
 }
 
-// Pending are the pods that must still leave the node: to evict and terminating.
+// Pending are the pods that must still leave the node: to evict, to evict
+// last, and terminating.
 func (p Plan) Pending() []corev1.Pod {
-	out := make([]corev1.Pod, 0, len(p.ToEvict)+len(p.Terminating))
+	out := make([]corev1.Pod, 0, len(p.ToEvict)+len(p.Last)+len(p.Terminating))
 	out = append(out, p.ToEvict...)
+	out = append(out, p.Last...)
 	return append(out, p.Terminating...)
+}
+
+// EvictLast moves the pods to evict for which last is true to Last.
+func (p Plan) EvictLast(last func(*corev1.Pod) bool) Plan {
+	kept := p.ToEvict[:0:0]
+	for i := range p.ToEvict {
+		if last(&p.ToEvict[i]) {
+			p.Last = append(p.Last, p.ToEvict[i])
+		} else {
+			kept = append(kept, p.ToEvict[i])
+		}
+	}
+	p.ToEvict = kept
+	return p
+}
+
+// Evictable are the pods a round may evict now: those to evict, or, once
+// none is left and none is terminating, the Last ones.
+func (p Plan) Evictable() []corev1.Pod {
+	if len(p.ToEvict) > 0 || len(p.Terminating) > 0 {
+		return p.ToEvict
+	}
+	return p.Last
+}
+
+// OwnedByDeployment reports whether a pod is a replica of the Deployment
+// namespace/name, from its controller reference: a ReplicaSet named
+// name-<pod-template-hash>.
+func OwnedByDeployment(namespace, name string) func(*corev1.Pod) bool {
+	return func(pod *corev1.Pod) bool {
+		ref := metav1.GetControllerOf(pod)
+		if pod.Namespace != namespace || ref == nil || ref.Kind != "ReplicaSet" {
+			return false
+		}
+		hash, ok := strings.CutPrefix(ref.Name, name+"-")
+		return ok && hash != "" && !strings.Contains(hash, "-")
+	}
 }
 
 // SkippedSummary counts the pods that stay on the node by reason, sorted by

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 var taints = []corev1.Taint{
@@ -220,5 +221,51 @@ func TestInterruptedEvictions(t *testing.T) {
 		if !strings.Contains(msg, part) {
 			t.Errorf("message %q does not say %q", msg, part)
 		}
+	}
+}
+
+// The operator's own pods leave last: they are pending from the start, but
+// evictable only once no other pod is to evict or terminating.
+func TestEvictLast(t *testing.T) {
+	rs := func(name string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name, Controller: ptr.To(true)}}
+		}
+	}
+	own := OwnedByDeployment("ops", "node-maintenance-operator")
+	mk := func(ns, name string, opts ...func(*corev1.Pod)) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		for _, o := range opts {
+			o(&p)
+		}
+		return p
+	}
+	self := mk("ops", "node-maintenance-operator-5d8f7-x", rs("node-maintenance-operator-5d8f7"))
+	for _, p := range []corev1.Pod{
+		mk("other", "node-maintenance-operator-5d8f7-x", rs("node-maintenance-operator-5d8f7")),
+		mk("ops", "node-maintenance-operator-extra-5d8f7-x", rs("node-maintenance-operator-extra-5d8f7")),
+		mk("ops", "bare"),
+	} {
+		if own(&p) {
+			t.Fatalf("%s/%s counted as the operator's own pod", p.Namespace, p.Name)
+		}
+	}
+	if !own(&self) {
+		t.Fatalf("the operator's pod is not recognised")
+	}
+	app := mk("shop", "web")
+	plan := NewPlan([]corev1.Pod{self, app}, nil).EvictLast(own)
+	if len(plan.Pending()) != 2 || len(plan.Evictable()) != 1 || plan.Evictable()[0].Name != "web" {
+		t.Fatalf("with another pod to evict: pending %d, evictable %v", len(plan.Pending()), plan.Evictable())
+	}
+	now := metav1.Now()
+	app.DeletionTimestamp = &now
+	plan = NewPlan([]corev1.Pod{self, app}, nil).EvictLast(own)
+	if len(plan.Evictable()) != 0 {
+		t.Fatalf("with another pod terminating: evictable %v, want none", plan.Evictable())
+	}
+	plan = NewPlan([]corev1.Pod{self}, nil).EvictLast(own)
+	if len(plan.Evictable()) != 1 || plan.Evictable()[0].Name != self.Name {
+		t.Fatalf("alone on the node: evictable %v, want the operator's pod", plan.Evictable())
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -145,6 +146,10 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WebhookCertDir == "" {
 		o.WebhookCertDir = DefaultWebhookCertDir()
+	}
+	if !o.local() && o.Namespace != "" && o.Controller.OperatorDeployment.Name == "" {
+		// Installed in-cluster: its own pods are drained last.
+		o.Controller.OperatorDeployment = types.NamespacedName{Namespace: o.Namespace, Name: config.OperatorName}
 	}
 	return o
 }
