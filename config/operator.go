@@ -222,7 +222,7 @@ func deployment(o OperatorOptions, labels map[string]string, m metav1.ObjectMeta
 						LivenessProbe:  probe("/healthz"),
 						ReadinessProbe: probe("/readyz"),
 						SecurityContext: &corev1.SecurityContext{
-							RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),
+							RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532),
 							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},

@@ -10,6 +10,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestOperatorObjectsAreCompleteAndConsistent(t *testing.T) {
@@ -146,4 +147,25 @@ func TestOperatorObjectsServeSecureMetrics(t *testing.T) {
 	if reader == nil || !reflect.DeepEqual(reader.Rules, want) {
 		t.Errorf("ClusterRole %s: %+v, want rules %+v", MetricsReaderName, reader, want)
 	}
+}
+
+// The operator runs as 65532:65532: without runAsGroup, kubelet starts the
+// image's USER 65532:65532 with group 0.
+func TestOperatorRunsAsNonRootUserAndGroup(t *testing.T) {
+	objs, err := OperatorObjects(OperatorOptions{Namespace: "ops", Image: "example.com/nmo:v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		dep, ok := o.(*appsv1.Deployment)
+		if !ok {
+			continue
+		}
+		sc := dep.Spec.Template.Spec.Containers[0].SecurityContext
+		if sc == nil || ptr.Deref(sc.RunAsUser, 0) != 65532 || ptr.Deref(sc.RunAsGroup, 0) != 65532 || !ptr.Deref(sc.RunAsNonRoot, false) {
+			t.Fatalf("security context %+v, want non-root 65532:65532", sc)
+		}
+		return
+	}
+	t.Fatal("no Deployment in the installation")
 }
