@@ -2,7 +2,8 @@
 # Installs the Debian packages the project takes from the host's apt rather
 # than building them (hack/tools.sh builds the Go toolchain): shellcheck, for
 # `make lint`; containerd, runc and the CNI plugins, for the real (kubelet-run)
-# node of `make cluster-up REAL_NODES=1` and the real-node test; podman (with
+# node of `make cluster-up REAL_NODES=1` and the real-node test; iptables, for
+# the kube-proxy that serves ClusterIPs to a real node's pods; podman (with
 # runc), for `make verify-image` to run the built image. A no-op when
 # every package is installed; otherwise runs
 # apt-get, as root (or through sudo).
@@ -11,7 +12,7 @@
 #   hack/apt.sh --check    exit 1 and name what is missing, install nothing
 set -euo pipefail
 
-PACKAGES=(shellcheck containerd runc containernetworking-plugins podman)
+PACKAGES=(shellcheck containerd runc containernetworking-plugins iptables podman)
 
 installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
 

@@ -28,7 +28,7 @@ ALL_TOOLS=(etcd kubernetes kwok kwok-stages controller-gen tofu terraform static
 tool_bins() {
   case $1 in
     etcd) echo etcd ;;
-    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet ;;
+    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy ;;
     kwok) echo kwok kwokctl ;;
     kwok-stages) echo kwok-stages.yaml ;;
     controller-gen) echo controller-gen ;;
@@ -146,7 +146,7 @@ GO
         build_from_throwaway_module "$work" "$out" k8s.io/kubernetes "$version" \
         k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
         k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl \
-        k8s.io/kubernetes/cmd/kubelet
+        k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
       ;;
     kwok)
       LDFLAGS="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$version" \
