@@ -57,6 +57,8 @@ type Cluster struct {
 
 	workDir  string
 	stopOnce sync.Once
+	// kubeProxyUnlock releases the machine's kube-proxy lock (Options.KubeProxy).
+	kubeProxyUnlock func()
 }
 
 // Options tune a cluster.
@@ -76,6 +78,11 @@ type Options struct {
 	// kwok then manages only the nodes annotated as fake. Needs root and
 	// `make tools`.
 	RealNodes int
+	// KubeProxy serves the cluster's ClusterIPs to the real nodes' pods with
+	// kube-proxy, so that in-cluster clients reach the API server through
+	// the `kubernetes` Service, as on any cluster. One cluster of the machine
+	// at a time has it (see kubeproxy.go). Needs RealNodes.
+	KubeProxy bool
 }
 
 // current is the cluster of the running test package, set by Main.
@@ -215,6 +222,13 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 	if opts.RealNodes > 0 {
 		args = append(args, RealNodeKwokctlArgs()...)
 	}
+	if opts.KubeProxy {
+		cfg := filepath.Join(workDir, "kwokctl-kube-proxy.yaml")
+		if err := os.WriteFile(cfg, []byte(kubeProxyKwokctlConfig()), 0o644); err != nil {
+			return c, err
+		}
+		args = append([]string{"--config", cfg}, args...)
+	}
 	// kwokctl picks its ports by asking for free ones; two test packages
 	// creating clusters at the same moment can pick the same port. Creating
 	// one cluster at a time on the machine costs a few seconds and rules that out.
@@ -255,6 +269,11 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 	})
 	if err != nil {
 		return c, fmt.Errorf("cluster %s: the default ServiceAccount never appeared: %w", name, err)
+	}
+	if opts.KubeProxy {
+		if err := c.startKubeProxy(ctx); err != nil {
+			return c, err
+		}
 	}
 	for i := 1; i <= opts.RealNodes; i++ {
 		if err := c.AddRealNode(ctx, fmt.Sprintf("real%02d", i), nil); err != nil {
@@ -358,6 +377,7 @@ func reapOrphans(ctx context.Context) {
 		}
 		dir := filepath.Dir(f)
 		stopRealNodes(dir)
+		stopKubeProxy(dir)
 		clusters, _ := os.ReadDir(filepath.Join(dir, "kwok", "clusters"))
 		for _, cl := range clusters {
 			orphan := &Cluster{Name: cl.Name(), workDir: dir}
@@ -375,6 +395,10 @@ func reapOrphans(ctx context.Context) {
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
 		stopRealNodes(c.workDir)
+		stopKubeProxy(c.workDir)
+		if c.kubeProxyUnlock != nil {
+			c.kubeProxyUnlock()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if out, err := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name); err != nil {

@@ -183,7 +183,10 @@ func StartRealNode(ctx context.Context, cfg RealNodeConfig) (n *RealNode, err er
 	if err := makeCgroupRoot(id); err != nil {
 		return n, err
 	}
-	if err := startDaemon(dir, "containerd", "containerd", "--config", filepath.Join(dir, "containerd.toml")); err != nil {
+	// Images come from archives only (imagePullPolicy Never or IfNotPresent
+	// of an imported tag). Should a pod name another, the pull goes to a
+	// proxy that is not there and fails here instead of leaving the machine.
+	if err := startDaemonEnv(dir, noPullEnv, "containerd", "containerd", "--config", filepath.Join(dir, "containerd.toml")); err != nil {
 		return n, err
 	}
 	if err := waitFor(ctx, 30*time.Second, func() error { _, err := n.ctr(ctx, "version"); return err }); err != nil {
@@ -256,7 +259,9 @@ state = %[2]q
 		// A CNI configuration must exist even for hostNetwork pods, or the
 		// node stays NotReady. Pods get an address on a private /24 behind a
 		// bridge of their own and no default route: they reach this machine
-		// and each other, nothing else.
+		// and each other, nothing else. The Service range goes through this
+		// machine too, where a kube-proxy (Options.KubeProxy) serves it or
+		// the unreachable route of BlockServiceCIDR ends it.
 		"cni/net.d/10-nodemaintenance.conflist": fmt.Sprintf(`{
   "cniVersion": "0.4.0",
   "name": "nm-%[1]s",
@@ -266,10 +271,11 @@ state = %[2]q
     "isGateway": true,
     "ipMasq": false,
     "hairpinMode": true,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": %[2]q}]], "dataDir": %[3]q}
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": %[2]q}]], "dataDir": %[3]q,
+      "routes": [{"dst": %[4]q}]}
   }]
 }
-`, id, n.PodSubnet, filepath.Join(dir, "cni/ipam")),
+`, id, n.PodSubnet, filepath.Join(dir, "cni/ipam"), ServiceCIDR),
 		"kubelet.yaml": fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # cgroup v1 on this machine, and no systemd as PID 1.
@@ -320,6 +326,41 @@ func (n *RealNode) ctr(ctx context.Context, args ...string) (string, error) {
 	return string(out), err
 }
 
+// ImportImage imports a docker-archive or OCI archive (e.g. the operator
+// image `make image` writes) into the node's containerd, where the kubelet
+// finds it under its tag without pulling.
+func (n *RealNode) ImportImage(ctx context.Context, archive string) error {
+	if out, err := n.ctr(ctx, "images", "import", "--snapshotter", "overlayfs", archive); err != nil {
+		return fmt.Errorf("import %s into real node %s: %w\n%s", archive, n.Name, err, out)
+	}
+	return nil
+}
+
+// Processes lists the pids of the processes in the node's cgroups: its
+// containers' (sandboxes included). A test reads their /proc entries to see
+// what really runs, e.g. under which uid and gid.
+func (n *RealNode) Processes() []int {
+	seen := map[int]bool{}
+	var pids []int
+	for _, h := range cgroupHierarchies() {
+		_ = filepath.WalkDir(filepath.Join(h, cgroupRootName(shortID(n.Dir))), func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil && !seen[pid] && pidAlive(pid) {
+					seen[pid] = true
+					pids = append(pids, pid)
+				}
+			}
+			return nil
+		})
+	}
+	sort.Ints(pids)
+	return pids
+}
+
 // LogTails returns the last lines of the node's containerd and kubelet logs.
 func (n *RealNode) LogTails(lines int) string {
 	var b strings.Builder
@@ -337,13 +378,21 @@ func (n *RealNode) LogTails(lines int) string {
 // starter (Ctrl-C of `go test`) does not reach it before the teardown runs,
 // with its output in logs/NAME.log and its pid in NAME.pid.
 func startDaemon(dir, name, bin string, args ...string) error {
+	return startDaemonEnv(dir, nil, name, bin, args...)
+}
+
+// noPullEnv sends a real node's image pulls to a closed local port.
+var noPullEnv = []string{"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9"}
+
+// startDaemonEnv is startDaemon with extra environment variables.
+func startDaemonEnv(dir string, env []string, name, bin string, args ...string) error {
 	logFile, err := os.OpenFile(filepath.Join(dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = localEnv()
+	cmd.Env = localEnv(env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

@@ -1,0 +1,160 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// A real node's pods reach Services the way they do on any cluster: through
+// ClusterIPs that kube-proxy (iptables mode, built from the same Kubernetes
+// source, with Debian's iptables) turns into endpoint addresses. That is what
+// an in-cluster client of the API server needs: every pod is told
+// KUBERNETES_SERVICE_HOST=<first address of ServiceCIDR>.
+//
+// All real nodes of this machine share its network namespace, so one
+// kube-proxy serves them all. Its rules are the machine's: two at once would
+// overwrite each other's chains, so a machine-wide lock lets one cluster at
+// a time serve ClusterIPs. A packet to a ClusterIP is rewritten in nat
+// PREROUTING, before routing, so the unreachable route of BlockServiceCIDR
+// stays in place: whatever kube-proxy does not rewrite (no Service, no
+// endpoint) still cannot leave the machine.
+
+// KubernetesServiceIP is the ClusterIP of the API server's `kubernetes`
+// Service: the first address of ServiceCIDR.
+func KubernetesServiceIP() string {
+	_, n, err := net.ParseCIDR(ServiceCIDR)
+	if err != nil {
+		panic(err)
+	}
+	ip := n.IP.To4()
+	return net.IPv4(ip[0], ip[1], ip[2], ip[3]+1).String()
+}
+
+// kubeProxyKwokctlConfig adds the `kubernetes` Service's ClusterIP to the API
+// server's certificate (kwokctl puts this machine's addresses there, not
+// that one), so that in-cluster clients can verify it.
+func kubeProxyKwokctlConfig() string {
+	return fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  kubeApiserverCertSANs: [%q]
+`, KubernetesServiceIP())
+}
+
+// kubeProxyLock is held while a kube-proxy of this machine runs.
+var kubeProxyLock = filepath.Join(os.TempDir(), "nmt-kube-proxy.lock")
+
+// startKubeProxy runs kube-proxy for c in c.workDir/kube-proxy, once the
+// machine's lock is held. It returns once the `kubernetes` Service is
+// programmed.
+func (c *Cluster) startKubeProxy(ctx context.Context) error {
+	bin, err := Tool("kube-proxy")
+	if err != nil {
+		return err
+	}
+	for _, b := range []string{"iptables", "iptables-save", "iptables-restore"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return fmt.Errorf("kube-proxy needs %s (run `make tools`: hack/apt.sh installs iptables)", b)
+		}
+	}
+	unlock, err := lockFile(kubeProxyLock)
+	if err != nil {
+		return err
+	}
+	c.kubeProxyUnlock = unlock
+	dir := filepath.Join(c.workDir, "kube-proxy")
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	healthz, err := freeTCPPort()
+	if err != nil {
+		return err
+	}
+	metrics, err := freeTCPPort()
+	if err != nil {
+		return err
+	}
+	// Sysctls are left as they are: conntrack sizes and timeouts are the
+	// machine's, and localhost NodePorts would need route_localnet.
+	cfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clientConnection:
+  kubeconfig: %q
+hostnameOverride: %q
+healthzBindAddress: 127.0.0.1:%d
+metricsBindAddress: 127.0.0.1:%d
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+iptables:
+  localhostNodePorts: false
+  syncPeriod: 10s
+  minSyncPeriod: 0s
+`, c.KubeconfigPath, "kube-proxy-"+c.Name, healthz, metrics)
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	if err := startDaemon(dir, "kube-proxy", bin, "--config", filepath.Join(dir, "config.yaml"), "--v", "2"); err != nil {
+		return err
+	}
+	svcIP := KubernetesServiceIP()
+	err = waitFor(ctx, time.Minute, func() error {
+		out, err := exec.CommandContext(ctx, "iptables-save", "-t", "nat").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("iptables-save: %w: %s", err, out)
+		}
+		if !containsLine(string(out), svcIP+"/32", "default/kubernetes:https") {
+			return fmt.Errorf("kube-proxy has not programmed %s (default/kubernetes) yet", svcIP)
+		}
+		return nil
+	})
+	if err != nil {
+		b, _ := os.ReadFile(filepath.Join(dir, "logs", "kube-proxy.log"))
+		return fmt.Errorf("%w\n--- kube-proxy log (last lines)\n%s", err, tail(string(b), 30))
+	}
+	return nil
+}
+
+// stopKubeProxy stops the kube-proxy of the cluster directory dir, if any,
+// and removes its rules.
+func stopKubeProxy(dir string) {
+	dir = filepath.Join(dir, "kube-proxy")
+	if readPid(dir, "kube-proxy") == 0 {
+		return
+	}
+	stopDaemon(dir, "kube-proxy", 10*time.Second)
+	if bin, err := Tool("kube-proxy"); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "--cleanup", "--config", filepath.Join(dir, "config.yaml"))
+		cmd.Env = localEnv()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			// --cleanup also tries the modes that never ran and reports them.
+			_ = os.WriteFile(filepath.Join(dir, "logs", "cleanup.log"), out, 0o644)
+		}
+	}
+	_ = os.Remove(filepath.Join(dir, "kube-proxy.pid"))
+}
+
+// containsLine reports whether one line of s contains every part.
+func containsLine(s string, parts ...string) bool {
+	for _, line := range strings.Split(s, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
