@@ -103,6 +103,11 @@ iptables:
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
+	for _, ipt := range []string{"iptables", "ip6tables"} {
+		if exec.Command(ipt, "-S", kubeletFirewallChain).Run() == nil {
+			_ = os.WriteFile(filepath.Join(dir, ipt+"-"+kubeletFirewallChain+".before"), nil, 0o644)
+		}
+	}
 	if err := startDaemon(dir, "kube-proxy", bin, "--config", filepath.Join(dir, "config.yaml"), "--v", "2"); err != nil {
 		return err
 	}
@@ -142,8 +147,23 @@ func stopKubeProxy(dir string) {
 			_ = os.WriteFile(filepath.Join(dir, "logs", "cleanup.log"), out, 0o644)
 		}
 	}
+	// kube-proxy creates a copy of the kubelet's firewall chain (empty here)
+	// and --cleanup leaves it; the real nodes' kubelets make no chains.
+	for _, ipt := range []string{"iptables", "ip6tables"} {
+		if _, err := os.Stat(filepath.Join(dir, ipt+"-"+kubeletFirewallChain+".before")); err == nil {
+			continue
+		}
+		for _, from := range []string{"INPUT", "OUTPUT"} {
+			_ = exec.Command(ipt, "-D", from, "-j", kubeletFirewallChain).Run()
+		}
+		_ = exec.Command(ipt, "-F", kubeletFirewallChain).Run()
+		_ = exec.Command(ipt, "-X", kubeletFirewallChain).Run()
+	}
 	_ = os.Remove(filepath.Join(dir, "kube-proxy.pid"))
 }
+
+// kubeletFirewallChain is the chain kube-proxy makes for the kubelet.
+const kubeletFirewallChain = "KUBE-FIREWALL"
 
 // containsLine reports whether one line of s contains every part.
 func containsLine(s string, parts ...string) bool {
