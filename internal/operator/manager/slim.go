@@ -2,8 +2,8 @@ package manager
 
 import (
 	"slices"
+	"strings"
 	"sync"
-	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,15 +61,36 @@ func SlimPod(obj any) (any, error) {
 	}, nil
 }
 
+// maxInterned bounds the strings intern keeps: namespaces, node names and
+// owner kinds, a few per node and namespace of the cluster.
+const maxInterned = 1 << 16
+
+// interned holds the shared copies. (unique.Make is not enough: it forgets
+// its copy once no handle is left, so after a garbage collection the next
+// pod of the same node would get a copy of its own.)
+var interned = struct {
+	sync.Mutex
+	m map[string]string
+}{m: map[string]string{}}
+
 // intern returns the one copy of s that every slimmed pod shares.
 func intern(s string) string {
 	if s == "" {
 		return ""
 	}
-	return unique.Make(s).Value()
+	interned.Lock()
+	defer interned.Unlock()
+	if v, ok := interned.m[s]; ok {
+		return v
+	}
+	v := strings.Clone(s)
+	if len(interned.m) < maxInterned {
+		interned.m[v] = v
+	}
+	return v
 }
 
-// tolerationKey is a comparable form of a toleration list, for unique.Make.
+// tolerationKey is a comparable form of a toleration, for a map key.
 type tolerationKey struct {
 	key, operator, value, effect string
 	seconds                      int64
