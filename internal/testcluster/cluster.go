@@ -187,6 +187,9 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 			return nil, err
 		}
 	}
+	if opts.KubeProxy && opts.RealNodes == 0 {
+		return nil, fmt.Errorf("a kube-proxy (Options.KubeProxy) serves ClusterIPs to real nodes: set RealNodes too")
+	}
 	audit := opts.Audit
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
@@ -270,13 +273,13 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 	if err != nil {
 		return c, fmt.Errorf("cluster %s: the default ServiceAccount never appeared: %w", name, err)
 	}
-	if opts.KubeProxy {
-		if err := c.startKubeProxy(ctx); err != nil {
+	for i := 1; i <= opts.RealNodes; i++ {
+		if err := c.AddRealNode(ctx, fmt.Sprintf("real%02d", i), nil); err != nil {
 			return c, err
 		}
 	}
-	for i := 1; i <= opts.RealNodes; i++ {
-		if err := c.AddRealNode(ctx, fmt.Sprintf("real%02d", i), nil); err != nil {
+	if opts.KubeProxy {
+		if err := c.startKubeProxy(ctx, c.RealNodes[0].Name); err != nil {
 			return c, err
 		}
 	}

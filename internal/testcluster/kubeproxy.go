@@ -51,9 +51,10 @@ options:
 var kubeProxyLock = filepath.Join(os.TempDir(), "nmt-kube-proxy.lock")
 
 // startKubeProxy runs kube-proxy for c in c.workDir/kube-proxy, once the
-// machine's lock is held. It returns once the `kubernetes` Service is
-// programmed.
-func (c *Cluster) startKubeProxy(ctx context.Context) error {
+// machine's lock is held, as the proxy of the real node named node (it waits
+// for that Node to exist, and takes its addresses). It returns once the
+// `kubernetes` Service is programmed.
+func (c *Cluster) startKubeProxy(ctx context.Context, node string) error {
 	bin, err := Tool("kube-proxy")
 	if err != nil {
 		return err
@@ -99,7 +100,7 @@ iptables:
   localhostNodePorts: false
   syncPeriod: 10s
   minSyncPeriod: 0s
-`, c.KubeconfigPath, "kube-proxy-"+c.Name, healthz, metrics)
+`, c.KubeconfigPath, node, healthz, metrics)
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
@@ -111,6 +112,7 @@ iptables:
 	if err := startDaemon(dir, "kube-proxy", bin, "--config", filepath.Join(dir, "config.yaml"), "--v", "2"); err != nil {
 		return err
 	}
+	started := time.Now()
 	svcIP := KubernetesServiceIP()
 	err = waitFor(ctx, time.Minute, func() error {
 		out, err := exec.CommandContext(ctx, "iptables-save", "-t", "nat").CombinedOutput()
@@ -126,6 +128,7 @@ iptables:
 		b, _ := os.ReadFile(filepath.Join(dir, "logs", "kube-proxy.log"))
 		return fmt.Errorf("%w\n--- kube-proxy log (last lines)\n%s", err, tail(string(b), 30))
 	}
+	fmt.Fprintf(os.Stderr, "kube-proxy serves ClusterIPs %s after its start\n", time.Since(started).Round(10*time.Millisecond))
 	return nil
 }
 
