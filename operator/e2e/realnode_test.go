@@ -38,6 +38,9 @@ func TestRealNodeMaintenance(t *testing.T) {
 	if os.Getenv(realNodesEnv) == "" {
 		t.Skipf("needs a real node: run with %s=1 (and TF_ACC=1, as root, after `make tools`)", realNodesEnv)
 	}
+	if os.Geteuid() != 0 {
+		t.Fatalf("%s=1 asks for a real node, which needs root (kubelet and containerd); run as root or unset %s (make test REAL_NODE_TESTS=0)", realNodesEnv, realNodesEnv)
+	}
 	ctx, cancel := context.WithTimeout(bg(), 5*time.Minute)
 	start := time.Now()
 	c, err := testcluster.StartWith(ctx, "realnode", testcluster.Options{RealNodes: 1})
