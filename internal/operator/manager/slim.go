@@ -61,33 +61,44 @@ func SlimPod(obj any) (any, error) {
 	}, nil
 }
 
-// maxInterned bounds the strings intern keeps: namespaces, node names and
-// owner kinds, a few per node and namespace of the cluster.
-const maxInterned = 1 << 16
+// sharedValues keeps one value per key, for values that many pods share,
+// and at most max keys: past that, values are made but not kept.
+type sharedValues[K comparable, V any] struct {
+	mu  sync.Mutex
+	m   map[K]V
+	max int
+}
 
-// interned holds the shared copies. (unique.Make is not enough: it forgets
-// its copy once no handle is left, so after a garbage collection the next
-// pod of the same node would get a copy of its own.)
-var interned = struct {
-	sync.Mutex
-	m map[string]string
-}{m: map[string]string{}}
+// get returns the value kept for k, or makes it (and keeps it if there is
+// room).
+func (s *sharedValues[K, V]) get(k K, newValue func() V) V {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.m[k]; ok {
+		return v
+	}
+	v := newValue()
+	if s.m == nil {
+		s.m = map[K]V{}
+	}
+	if len(s.m) < s.max {
+		s.m[k] = v
+	}
+	return v
+}
+
+// interned holds the strings pods share: namespaces, node names and owner
+// kinds, a few per node and namespace of the cluster. (unique.Make is not
+// enough: it forgets its copy once no handle is left, so after a garbage
+// collection the next pod of the same node would get a copy of its own.)
+var interned = sharedValues[string, string]{max: 1 << 16}
 
 // intern returns the one copy of s that every slimmed pod shares.
 func intern(s string) string {
 	if s == "" {
 		return ""
 	}
-	interned.Lock()
-	defer interned.Unlock()
-	if v, ok := interned.m[s]; ok {
-		return v
-	}
-	v := strings.Clone(s)
-	if len(interned.m) < maxInterned {
-		interned.m[v] = v
-	}
-	return v
+	return interned.get(s, func() string { return strings.Clone(s) })
 }
 
 // tolerationKey is a comparable form of a toleration, for a map key.
@@ -103,14 +114,11 @@ type tolerationList struct {
 	items [maxSharedTolerations]tolerationKey
 }
 
-// maxSharedTolerations is the longest toleration list that is shared; and
-// maxSharedLists bounds how many distinct lists are kept.
-const maxSharedTolerations, maxSharedLists = 4, 1024
+// maxSharedTolerations is the longest toleration list that is shared.
+const maxSharedTolerations = 4
 
-var sharedLists = struct {
-	sync.Mutex
-	m map[tolerationList][]corev1.Toleration
-}{m: map[tolerationList][]corev1.Toleration{}}
+// sharedLists holds the toleration lists pods share, at most 1024 of them.
+var sharedLists = sharedValues[tolerationList, []corev1.Toleration]{max: 1024}
 
 // sharedTolerations returns one shared slice per distinct toleration list:
 // most pods carry the same two (not-ready and unreachable, 300 s), which the
@@ -129,14 +137,5 @@ func sharedTolerations(ts []corev1.Toleration) []corev1.Toleration {
 			key.items[i].seconds, key.items[i].hasSeconds = *t.TolerationSeconds, true
 		}
 	}
-	sharedLists.Lock()
-	defer sharedLists.Unlock()
-	if v, ok := sharedLists.m[key]; ok {
-		return v
-	}
-	v := slices.Clone(ts)
-	if len(sharedLists.m) < maxSharedLists {
-		sharedLists.m[key] = v
-	}
-	return v
+	return sharedLists.get(key, func() []corev1.Toleration { return slices.Clone(ts) })
 }
