@@ -82,6 +82,15 @@ func TestAccOperatorOnRealNodes(t *testing.T) {
 	}
 	t.Logf("cluster with real node %s and kube-proxy up, operator image imported, in %s", real01.Name, time.Since(start).Round(10*time.Millisecond))
 
+	// Where the time goes: each phase, from the start of the TestCase.
+	caseStart := time.Now()
+	progress := func(what string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			t.Logf("%s: %s", time.Since(caseStart).Round(10*time.Millisecond), what)
+			return nil
+		}
+	}
+
 	t.Setenv("TF_ACC", "1")
 	t.Setenv("CHECKPOINT_DISABLE", "1")
 	t.Setenv("TF_ACC_TERRAFORM_PATH", cliPath)
@@ -123,7 +132,8 @@ resource "nodemaintenance" "real" {
 `
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: providerFactories,
-		CheckDestroy: func(*terraform.State) error {
+		CheckDestroy: func(s *terraform.State) error {
+			_ = progress("operator destroyed")(s)
 			err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: config.OperatorName}, &appsv1.Deployment{})
 			if !apierrors.IsNotFound(err) {
 				return fmt.Errorf("the operator Deployment is still there after destroy (%v)", err)
@@ -132,8 +142,14 @@ resource "nodemaintenance" "real" {
 		},
 		Steps: []resource.TestStep{
 			{
+				// 15 s to 2 min here, as on any cluster: cert-controller
+				// fills the Secret after the pod started, and the kubelet
+				// brings it into the mounted volume at its next sync of the
+				// pod (syncFrequency, 1 min, plus jitter); the webhook, and so
+				// readiness, wait for it.
 				Config: install,
 				Check: resource.ComposeTestCheckFunc(
+					progress("operator installed"),
 					operatorRunsOn(c, ns, real01),
 					webhookThroughService(c, ns),
 				),
@@ -157,9 +173,11 @@ resource "nodemaintenance" "real" {
 						before[n] = getNodeT(t, c, n)
 					}
 					maintStart = time.Now()
+					_ = progress("workloads on the nodes to maintain")(nil)
 				},
 				Config: maintenances,
 				Check: resource.ComposeTestCheckFunc(
+					progress("both maintenances Succeeded"),
 					resource.TestCheckResourceAttr("nodemaintenance.fake", "phase", string(nmv1beta1.MaintenanceSucceeded)),
 					resource.TestCheckResourceAttr("nodemaintenance.real", "phase", string(nmv1beta1.MaintenanceSucceeded)),
 					nodeCheck(c, "fake-real-op", cordoned),
@@ -182,7 +200,8 @@ resource "nodemaintenance" "real" {
 			{
 				// The maintenances go; the operator stays and restores the nodes.
 				Config: install,
-				Check: func(*terraform.State) error {
+				Check: func(s *terraform.State) error {
+					_ = progress("maintenances destroyed")(s)
 					for name, b := range before {
 						if err := nodeAsBefore(b, getNodeT(t, c, name)); err != nil {
 							return err
