@@ -26,11 +26,6 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
 
-// realNodesEnv opts in to the tests on real (kubelet-run) nodes, as in
-// operator/e2e: they need root, containerd and the kubelet and kube-proxy from
-// `make tools`, and start a cluster of their own.
-const realNodesEnv = "NM_REAL_NODES"
-
 // TestAccOperatorOnRealNodes installs the operator image `make image` builds
 // with nodemaintenance_operator, unchanged, on a kubelet-run node: a real
 // Deployment whose pod talks to the API server through the `kubernetes`
@@ -44,38 +39,14 @@ const realNodesEnv = "NM_REAL_NODES"
 // image and the real nodes dominate the run, and both CLIs go through the
 // same provider code in the other acceptance tests.
 func TestAccOperatorOnRealNodes(t *testing.T) {
-	testcluster.Get(t) // skips without TF_ACC
-	if os.Getenv(realNodesEnv) == "" {
-		t.Skipf("needs real nodes: run with %s=1 (and TF_ACC=1, as root, after `make tools`)", realNodesEnv)
-	}
+	c := testcluster.StartReal(t, "realop", testcluster.Options{RealNodes: 1, KubeProxy: true})
+	start := time.Now()
 	cli := cliList()[0]
 	cliPath, err := testcluster.Tool(cli)
 	if err != nil {
 		t.Fatal(err)
 	}
 	archive := buildOperatorImage(t)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	start := time.Now()
-	c, err := testcluster.StartWith(ctx, "realop", testcluster.Options{RealNodes: 1, KubeProxy: true})
-	cancel()
-	if c != nil {
-		t.Cleanup(c.Stop)
-	}
-	if err != nil {
-		if c != nil {
-			c.DumpLogs(os.Stderr)
-		}
-		t.Fatalf("start a cluster with a real node and kube-proxy: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			c.DumpLogs(os.Stderr)
-			for _, n := range c.RealNodes {
-				fmt.Fprintln(os.Stderr, n.LogTails(40))
-			}
-		}
-	})
 	real01 := c.RealNodes[0]
 	if err := real01.ImportImage(context.Background(), archive); err != nil {
 		t.Fatal(err)

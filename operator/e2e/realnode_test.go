@@ -23,45 +23,15 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 )
 
-// realNodesEnv opts in to the tests on a real (kubelet-run) node: they need
-// root, containerd and the kubelet from `make tools`, and start a cluster of
-// their own.
-const realNodesEnv = "NM_REAL_NODES"
-
 // TestRealNodeMaintenance maintains a node whose pods really run: a kubelet
 // with containerd beside kwok's fake nodes. The operator's evictions must
 // reach the containers as SIGTERM, and they must end within their grace
 // period; the node comes back exactly as it was. A fake node of the same
 // cluster is maintained as well, so kwok still manages the fake ones.
 func TestRealNodeMaintenance(t *testing.T) {
-	testcluster.Get(t) // skips without TF_ACC
-	if os.Getenv(realNodesEnv) == "" {
-		t.Skipf("needs a real node: run with %s=1 (and TF_ACC=1, as root, after `make tools`)", realNodesEnv)
-	}
-	if os.Geteuid() != 0 {
-		t.Fatalf("%s=1 asks for a real node, which needs root (kubelet and containerd); run as root or unset %s (make test REAL_NODE_TESTS=0)", realNodesEnv, realNodesEnv)
-	}
-	ctx, cancel := context.WithTimeout(bg(), 5*time.Minute)
-	start := time.Now()
-	c, err := testcluster.StartWith(ctx, "realnode", testcluster.Options{RealNodes: 1})
-	cancel()
-	if c != nil {
-		t.Cleanup(c.Stop)
-	}
-	if err != nil {
-		if c != nil {
-			c.DumpLogs(os.Stderr)
-		}
-		t.Fatalf("start a cluster with a real node: %v", err)
-	}
-	t.Logf("cluster with a real node up in %s", time.Since(start).Round(10*time.Millisecond))
-	t.Cleanup(func() {
-		if t.Failed() {
-			c.DumpLogs(os.Stderr)
-		}
-	})
-	ctx, cancel = context.WithTimeout(bg(), 2*time.Minute)
-	err = c.InstallCRD(ctx)
+	c := testcluster.StartReal(t, "realnode", testcluster.Options{RealNodes: 1})
+	ctx, cancel := context.WithTimeout(bg(), 2*time.Minute)
+	err := c.InstallCRD(ctx)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
