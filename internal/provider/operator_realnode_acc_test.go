@@ -181,8 +181,72 @@ resource "nodemaintenance" "real" {
 					return nil
 				},
 			},
+			{
+				// A maintenance of the node the operator itself runs on:
+				// its pod leaves last, and its replacement on real02 (the
+				// fake node is cordoned: kwok would only pretend to run it)
+				// finishes the drain.
+				PreConfig: func() {
+					if err := real02.ImportImage(context.Background(), archive); err != nil {
+						t.Fatal(err)
+					}
+					setUnschedulableT(t, c, fakeNode, true)
+					before[real01.Name] = getNodeT(t, c, real01.Name)
+					_ = progress("maintenance of the operator's own node")(nil)
+				},
+				Config: install + fmt.Sprintf(`
+resource "nodemaintenance" "self" {
+  node_name  = %q
+  reason     = "the node the operator runs on"
+  depends_on = [nodemaintenance_operator.this]
+}
+`, real01.Name),
+				Check: resource.ComposeTestCheckFunc(
+					progress("own node's maintenance Succeeded"),
+					resource.TestCheckResourceAttr("nodemaintenance.self", "phase", string(nmv1beta1.MaintenanceSucceeded)),
+					nodeCheck(c, real01.Name, cordoned),
+					func(*terraform.State) error {
+						left, err := c.PodsOnNode(context.Background(), real01.Name)
+						if err != nil || len(left) != 0 {
+							return fmt.Errorf("%d pods left on %s after its maintenance (%v)", len(left), real01.Name, err)
+						}
+						return nil
+					},
+					// The replacement on real02 (known once step 2 has run)
+					// finished the drain; it may not be ready yet.
+					func(s *terraform.State) error {
+						deadline := time.Now().Add(2 * time.Minute)
+						for {
+							err := operatorRunsOn(c, ns, real02)(s)
+							if err == nil || time.Now().After(deadline) {
+								return err
+							}
+							time.Sleep(time.Second)
+						}
+					},
+				),
+			},
+			{
+				Config: install,
+				Check: func(s *terraform.State) error {
+					_ = progress("own node's maintenance destroyed")(s)
+					setUnschedulableT(t, c, fakeNode, false)
+					return nodeAsBefore(before[real01.Name], getNodeT(t, c, real01.Name))
+				},
+			},
 		},
 	})
+}
+
+// setUnschedulableT cordons or uncordons a node as its owner would.
+func setUnschedulableT(t *testing.T, c *testcluster.Cluster, name string, unschedulable bool) {
+	t.Helper()
+	n := getNodeT(t, c, name)
+	orig := n.DeepCopy()
+	n.Spec.Unschedulable = unschedulable
+	if err := c.Client.Patch(context.Background(), n, client.MergeFrom(orig)); err != nil {
+		t.Fatalf("set node %s unschedulable=%v: %v", name, unschedulable, err)
+	}
 }
 
 // buildOperatorImage runs what `make image` runs (hack/image) for the host
