@@ -17,8 +17,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
@@ -139,7 +137,9 @@ resource "nodemaintenance" "real" {
 					if err := os.MkdirAll(signalDir, 0o755); err != nil {
 						t.Fatal(err)
 					}
-					waiterPods = startWaiters(t, c, wns, real02.Name, signalDir, 3, waiterGrace, waiterExitDelay)
+					for _, p := range c.StartWaiters(t, wns, real02.Name, signalDir, 3, waiterGrace, waiterExitDelay) {
+						waiterPods = append(waiterPods, p.Name)
+					}
 					for _, n := range []string{fakeNode, real02.Name} {
 						before[n] = getNodeT(t, c, n)
 					}
@@ -390,63 +390,6 @@ func webhookThroughService(c *testcluster.Cluster, ns string) resource.TestCheck
 		}
 		return nil
 	}
-}
-
-// startWaiters runs n pods of the waiter on the real node and returns their
-// names once their containers started. Each appends what it went through to
-// a file named after it in signalDir (a hostPath), which outlives the pod.
-func startWaiters(t *testing.T, c *testcluster.Cluster, ns, node, signalDir string, n int32, grace, exitDelay time.Duration) []string {
-	t.Helper()
-	labels := map[string]string{"app": "waiter"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "waiter"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(n),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					// Only node: evicted pods' replacements stay Pending.
-					NodeSelector:                  map[string]string{"kubernetes.io/hostname": node},
-					TerminationGracePeriodSeconds: ptr.To(int64(grace / time.Second)),
-					AutomountServiceAccountToken:  ptr.To(false),
-					EnableServiceLinks:            ptr.To(false),
-					Containers: []corev1.Container{{
-						Name:            "app",
-						Image:           testcluster.WaiterImage,
-						ImagePullPolicy: corev1.PullNever,
-						Env: []corev1.EnvVar{
-							{Name: "EXIT_DELAY", Value: exitDelay.String()},
-							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-							{Name: "SIGNAL_LOG", Value: "/signals/$(POD_NAME)"},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "signals", MountPath: "/signals"}},
-					}},
-					Volumes: []corev1.Volume{{Name: "signals", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: signalDir}}}},
-				},
-			},
-		},
-	}
-	if err := c.Client.Create(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	testcluster.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d waiter pods with a running container on %s", n, node), func(ctx context.Context) (bool, error) {
-		list := &corev1.PodList{}
-		if err := c.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
-			return false, err
-		}
-		names = names[:0]
-		for _, p := range list.Items {
-			for _, cs := range p.Status.ContainerStatuses {
-				if p.Spec.NodeName == node && cs.State.Running != nil && cs.ContainerID != "" {
-					names = append(names, p.Name)
-				}
-			}
-		}
-		return len(names) == int(n), nil
-	})
-	return names
 }
 
 // waitersEndedGracefully reads each waiter's file: it got SIGTERM after the

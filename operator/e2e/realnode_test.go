@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,12 +10,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
@@ -57,66 +53,14 @@ func testRealNodeDrain(t *testing.T, c *testcluster.Cluster, real *testcluster.R
 		exitDelay = 2 * time.Second
 	)
 	ns := c.Namespace(t)
-	app := "waiter"
 	// Each pod's waiter leaves its lines in a file on the node, named after
 	// the pod, where they outlive the pod.
 	signalDir := filepath.Join(real.HostDir, ns)
 	if err := os.MkdirAll(signalDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{"app": app}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector:                  map[string]string{testcluster.RealNodeLabel: "true"},
-					TerminationGracePeriodSeconds: ptr.To(int64(grace / time.Second)),
-					// Nothing in the pod talks to the API server.
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					Containers: []corev1.Container{{
-						Name:            "app",
-						Image:           testcluster.WaiterImage,
-						ImagePullPolicy: corev1.PullNever,
-						Env: []corev1.EnvVar{
-							{Name: "EXIT_DELAY", Value: exitDelay.String()},
-							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-							{Name: "SIGNAL_LOG", Value: "/signals/$(POD_NAME)"},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "signals", MountPath: "/signals"}},
-					}},
-					Volumes: []corev1.Volume{{Name: "signals", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: signalDir}}}},
-				},
-			},
-		},
-	}
-	if err := c.Client.Create(bg(), d); err != nil {
-		t.Fatalf("create Deployment: %v", err)
-	}
 	started := time.Now()
-	var pods []corev1.Pod
-	testcluster.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d pods of %s with a started container on %s", replicas, app, real.Name), func(ctx context.Context) (bool, error) {
-		list := &corev1.PodList{}
-		if err := c.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
-			return false, err
-		}
-		pods = pods[:0]
-		for _, p := range list.Items {
-			if p.Spec.NodeName != real.Name || p.Status.Phase != corev1.PodRunning {
-				continue
-			}
-			for _, cs := range p.Status.ContainerStatuses {
-				if cs.State.Running != nil && cs.ContainerID != "" {
-					pods = append(pods, p)
-				}
-			}
-		}
-		return len(pods) == replicas, nil
-	})
+	pods := c.StartWaiters(t, ns, real.Name, signalDir, replicas, grace, exitDelay)
 	t.Logf("%d pods running on %s %s after the Deployment was created (pod IPs %s)", replicas, real.Name, time.Since(started).Round(10*time.Millisecond), podIPs(pods))
 	for _, p := range pods {
 		if !strings.HasPrefix(p.Status.PodIP, strings.TrimSuffix(real.PodSubnet, "0/24")) {
