@@ -18,7 +18,7 @@ import (
 // each failure counts; more than nmv1beta1.MaxLeaseErrors in a row restore
 // the node and fail the maintenance.
 func (r *NodeMaintenanceReconciler) holdLease(ctx context.Context, s *scope) (ctrl.Result, error) {
-	p := r.progressOf(s.nm)
+	p := s.progress
 	if !p.lastLeaseFailed.IsZero() && r.now().Sub(p.lastLeaseFailed) < r.Options.LeaseRetryInterval {
 		// Pod events may wake us often; a lease failure is retried (and
 		// counted) at most once per interval.

@@ -27,10 +27,12 @@ type scope struct {
 	prior   nodestate.Prior
 	touched bool
 	node    *corev1.Node
+	// progress is what earlier passes of this maintenance remember.
+	progress *progress
 }
 
 func (r *NodeMaintenanceReconciler) newScope(nm *nmv1beta1.NodeMaintenance) *scope {
-	return &scope{nm: nm, status: nm.Status.DeepCopy()}
+	return &scope{nm: nm, status: nm.Status.DeepCopy(), progress: r.progressOf(nm)}
 }
 
 // maintain is the Running phase: lease, cordon, one drain round, status.
@@ -137,7 +139,7 @@ func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.P
 // (Evictable) that this process has not evicted moments ago. A refusal by a PodDisruptionBudget is an
 // event, explained first by any budget an interrupted eviction holds.
 func (r *NodeMaintenanceReconciler) evict(ctx context.Context, s *scope, plan drain.Plan) drain.Round {
-	p := r.progressOf(s.nm)
+	p := s.progress
 	results := drain.Evict(ctx, r.Evictor, p.notEvictedYet(plan.Evictable(), r.now()), r.Options.EvictionParallelism)
 	for _, res := range results {
 		if res.Outcome == drain.Evicted {
@@ -186,15 +188,16 @@ func (r *NodeMaintenanceReconciler) afterRound(ctx context.Context, s *scope, ro
 		logger.Info("maintenance succeeded", "node", s.node.Name)
 		return ctrl.Result{RequeueAfter: r.Leases.RenewInterval()}
 	}
-	p := r.progressOf(s.nm)
 	next := r.Leases.RenewInterval()
 	if round.Refused() {
-		next = min(next, p.nextBlockedBackoff(r.Options))
+		next = min(next, s.progress.nextBlockedBackoff(r.Options))
 	} else {
-		p.blockedBackoff = 0
+		s.progress.blockedBackoff = 0
 		next = min(next, evictedRecently)
 	}
-	logger.V(1).Info("drain pass", "node", s.node.Name, "pending", len(round.Pending), "blocked", round.Count(drain.Blocked),
-		"failed", round.Count(drain.Failed), "staying", round.Plan.SkippedSummary(), "requeueAfter", next)
+	if debug := logger.V(1); debug.Enabled() {
+		debug.Info("drain pass", "node", s.node.Name, "pending", len(round.Pending), "blocked", round.Count(drain.Blocked),
+			"failed", round.Count(drain.Failed), "staying", round.Plan.SkippedSummary(), "requeueAfter", next)
+	}
 	return ctrl.Result{RequeueAfter: next}
 }
