@@ -22,20 +22,22 @@ import (
 	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 )
 
-// addRunnables adds what the manager runs: the NodeMaintenance controller,
-// the validating webhook once certsReady, the memory release after the pod
-// cache synced, and the health and ready checks.
+// addRunnables adds what the manager runs: the NodeMaintenance controller
+// (on the leader), and on every replica the validating webhook once
+// certsReady, the memory release after the pod cache synced, and the health
+// and ready checks.
 func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, maxUnavailable *intstr.IntOrString, certsReady <-chan struct{}) error {
 	if err := addReconciler(ctx, mgr, cfg, o); err != nil {
 		return err
 	}
-	if err := addValidator(mgr, maxUnavailable, certsReady); err != nil {
+	validating, err := addValidator(mgr, maxUnavailable, certsReady)
+	if err != nil {
 		return err
 	}
-	if err := mgr.Add(runnableFunc(freeOSMemoryOncePodsSynced(mgr))); err != nil {
+	if err := mgr.Add(everyReplica(freeOSMemoryOncePodsSynced(mgr))); err != nil {
 		return err
 	}
-	return addChecks(mgr, certsReady)
+	return addChecks(mgr, validating)
 }
 
 func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options) error {
@@ -58,17 +60,24 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 	return nil
 }
 
-// addValidator registers the webhook once the certificates exist: it cannot
-// be registered before.
-func addValidator(mgr ctrl.Manager, maxUnavailable *intstr.IntOrString, certsReady <-chan struct{}) error {
+// addValidator registers the webhook once the certificates exist (it cannot
+// be registered before), on every replica: the API server sends admission
+// requests to any ready pod behind the Service, leader or not. The channel
+// it returns is closed once the webhook is registered.
+func addValidator(mgr ctrl.Manager, maxUnavailable *intstr.IntOrString, certsReady <-chan struct{}) (<-chan struct{}, error) {
 	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), MaxUnavailable: maxUnavailable}
-	return mgr.Add(runnableFunc(func(ctx context.Context) error {
+	registered := make(chan struct{})
+	return registered, mgr.Add(everyReplica(func(ctx context.Context) error {
 		select {
 		case <-certsReady:
 		case <-ctx.Done():
 			return nil
 		}
-		return validator.SetupWithManager(mgr)
+		if err := validator.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		close(registered)
+		return nil
 	}))
 }
 
@@ -91,22 +100,28 @@ func freeOSMemoryOncePodsSynced(mgr ctrl.Manager) func(context.Context) error {
 	}
 }
 
-// addChecks: alive once serving probes; ready once the webhook serves with
-// its certificates.
-func addChecks(mgr ctrl.Manager, certsReady <-chan struct{}) error {
+// addChecks: alive once serving probes; ready once the webhook is registered
+// and its server serves with its certificates, so that the Service sends
+// admission requests only to pods that answer them.
+func addChecks(mgr ctrl.Manager, validating <-chan struct{}) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
 	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
 		select {
-		case <-certsReady:
+		case <-validating:
 			return mgr.GetWebhookServer().StartedChecker()(req)
 		default:
-			return fmt.Errorf("webhook certificates are not ready yet")
+			return fmt.Errorf("the validating webhook is not registered yet (waiting for its certificates)")
 		}
 	})
 }
 
-type runnableFunc func(context.Context) error
+// everyReplica is a runnable that every replica runs, leader or not; a
+// runnable added to the manager otherwise runs on the leader only.
+type everyReplica func(context.Context) error
 
-func (f runnableFunc) Start(ctx context.Context) error { return f(ctx) }
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection tells the manager to run it without the leader lease.
+func (everyReplica) NeedLeaderElection() bool { return false }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
@@ -60,8 +61,21 @@ func (v *Validator) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // ValidateCreate admits a NodeMaintenance for an existing node that is not in
-// maintenance yet, within the max-unavailable limit.
+// maintenance yet, within the max-unavailable limit. Each decision is logged,
+// so that with several replicas the one that admitted or refused a create
+// can be found.
 func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (admission.Warnings, error) {
+	warnings, err := v.validateCreate(ctx, nm)
+	log := logf.FromContext(ctx).WithValues("nodeMaintenance", nm.Name, "node", nm.Spec.NodeName)
+	if err != nil {
+		log.Info("refused a NodeMaintenance create", "reason", err.Error())
+	} else {
+		log.Info("admitted a NodeMaintenance create")
+	}
+	return warnings, err
+}
+
+func (v *Validator) validateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (admission.Warnings, error) {
 	if err := validation.ValidateNodeName(nm.Spec.NodeName); err != nil {
 		return nil, err
 	}
