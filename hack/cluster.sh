@@ -4,9 +4,15 @@
 # `make tools` built, with fake Ready nodes node01, node02, ... and, with
 # REAL_NODES=N, N real nodes real01, ... beside them: a kubelet and a
 # containerd each (hack/realnode, the code of the tests' RealNodes option),
-# with everything they own under $KWOK_WORKDIR/realnodes/<node>. Real nodes
-# need root; their pods run the image testcluster.WaiterImage (imagePullPolicy:
-# Never) and nothing else: there is no registry.
+# with everything they own under $KWOK_WORKDIR/realnodes/<node>, and one
+# kube-proxy that serves the cluster's ClusterIPs to their pods (the
+# `kubernetes` Service too, so in-cluster clients such as the operator work).
+# Real nodes need root; their pods run images imported into their containerd
+# (`ctr -a $KWOK_WORKDIR/realnodes/<node>/containerd.sock -n k8s.io images
+# import`, imagePullPolicy IfNotPresent or Never), such as
+# testcluster.WaiterImage, which every real node has: there is no registry.
+# kube-proxy owns this machine's ClusterIP rules: one cluster with real nodes
+# at a time (the real-node tests wait for it, then say which one holds them).
 #
 #   hack/cluster.sh up     [NAME=nodemaintenance] [NODES=3] [REAL_NODES=0] [KUBECONFIG_OUT=.local/kubeconfig]
 #   hack/cluster.sh down
@@ -53,9 +59,12 @@ YAML
   done
 }
 
-# stop_real_nodes tears down the real nodes of a previous `up`.
+# stop_real_nodes tears down the kube-proxy and the real nodes of a previous `up`.
 stop_real_nodes() {
   local d
+  if [ -d "$KWOK_WORKDIR/kube-proxy" ]; then
+    if [ -x "$root/.local/bin/realnode" ]; then realnode kube-proxy-down --dir "$KWOK_WORKDIR"; else echo "cannot stop kube-proxy in $KWOK_WORKDIR/kube-proxy: .local/bin/realnode is gone" >&2; fi
+  fi
   for d in "$KWOK_WORKDIR"/realnodes/*; do
     [ -d "$d" ] || continue
     if [ -x "$root/.local/bin/realnode" ]; then realnode down --dir "$d"; else echo "cannot stop real node $d: .local/bin/realnode is gone" >&2; fi
@@ -69,7 +78,7 @@ up() {
   if [ "$REAL_NODES" -gt 0 ]; then
     "$here/apt.sh"
     (cd "$root" && go build -o .local/bin/realnode ./hack/realnode)
-    mapfile -t extra < <(realnode kwokctl-args)
+    mapfile -t extra < <(realnode kwokctl-args --dir "$KWOK_WORKDIR")
   fi
   stop_real_nodes
   if kwokctl get clusters 2>/dev/null | grep -qx "$NAME"; then
@@ -98,6 +107,9 @@ up() {
     for _ in $(seq 1 600); do kubectl get node "$node" >/dev/null 2>&1 && break; sleep 0.1; done
   done
   kubectl wait --for=condition=Ready node --all --timeout=2m >/dev/null
+  if [ "$REAL_NODES" -gt 0 ]; then
+    realnode kube-proxy-up --name real01 --dir "$KWOK_WORKDIR" --kubeconfig "$KUBECONFIG_OUT"
+  fi
   kubectl get nodes
   echo
   echo "Cluster $NAME is up. Use it with:"

@@ -57,8 +57,6 @@ type Cluster struct {
 
 	workDir  string
 	stopOnce sync.Once
-	// kubeProxyUnlock releases the machine's kube-proxy lock (Options.KubeProxy).
-	kubeProxyUnlock func()
 }
 
 // Options tune a cluster.
@@ -227,7 +225,7 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 	}
 	if opts.KubeProxy {
 		cfg := filepath.Join(workDir, "kwokctl-kube-proxy.yaml")
-		if err := os.WriteFile(cfg, []byte(kubeProxyKwokctlConfig()), 0o644); err != nil {
+		if err := os.WriteFile(cfg, []byte(KubeProxyKwokctlConfig()), 0o644); err != nil {
 			return c, err
 		}
 		args = append([]string{"--config", cfg}, args...)
@@ -279,7 +277,7 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 		}
 	}
 	if opts.KubeProxy {
-		if err := c.startKubeProxy(ctx, c.RealNodes[0].Name); err != nil {
+		if err := StartKubeProxy(ctx, c.workDir, c.KubeconfigPath, c.RealNodes[0].Name); err != nil {
 			return c, err
 		}
 	}
@@ -361,6 +359,38 @@ func lockFile(path string) (func(), error) {
 	}, nil
 }
 
+// holdLock takes the exclusive lock of path, waiting for it until ctx ends,
+// and writes owner into it, for the error of whoever waits next. The lock is
+// the open file's: it lasts until every copy of the file (a child process's
+// inherited one too) is closed.
+func holdLock(ctx context.Context, path, owner string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			holder, _ := os.ReadFile(path)
+			f.Close()
+			return nil, fmt.Errorf("%s is still held by %s", path, strings.TrimSpace(string(holder)))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(owner+"\n"), 0)
+	}
+	return f, nil
+}
+
 // ownerFile in a cluster's scratch directory holds the pid of the test
 // process that started it.
 const ownerFile = "owner.pid"
@@ -380,7 +410,7 @@ func reapOrphans(ctx context.Context) {
 		}
 		dir := filepath.Dir(f)
 		stopRealNodes(dir)
-		stopKubeProxy(dir)
+		StopKubeProxy(dir)
 		clusters, _ := os.ReadDir(filepath.Join(dir, "kwok", "clusters"))
 		for _, cl := range clusters {
 			orphan := &Cluster{Name: cl.Name(), workDir: dir}
@@ -398,10 +428,7 @@ func reapOrphans(ctx context.Context) {
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
 		stopRealNodes(c.workDir)
-		stopKubeProxy(c.workDir)
-		if c.kubeProxyUnlock != nil {
-			c.kubeProxyUnlock()
-		}
+		StopKubeProxy(c.workDir)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if out, err := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name); err != nil {

@@ -53,6 +53,31 @@ type AuditEvent struct {
 	ResponseStatus struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+}
+
+// Evictions reads the audit log of a cluster started with Options.Audit for
+// the evictions of the pods of ns: when each pod's accepted evictions were
+// asked for, and how many evictions were refused (by a PodDisruptionBudget,
+// or a pod already gone).
+func (c *Cluster) Evictions(ctx context.Context, ns string) (accepted map[string][]time.Time, refused int, err error) {
+	events, err := c.AuditEvents(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	accepted = map[string][]time.Time{}
+	for _, e := range events {
+		r := e.ObjectRef
+		if e.Verb != "create" || r.Resource != "pods" || r.Subresource != "eviction" || r.Namespace != ns {
+			continue
+		}
+		if e.ResponseStatus.Code >= 200 && e.ResponseStatus.Code < 300 {
+			accepted[r.Name] = append(accepted[r.Name], e.RequestReceivedTimestamp)
+		} else {
+			refused++
+		}
+	}
+	return accepted, refused, nil
 }
 
 // AuditEvents returns the audit log so far of a cluster started with

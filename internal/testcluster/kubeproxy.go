@@ -36,10 +36,11 @@ func KubernetesServiceIP() string {
 	return net.IPv4(ip[0], ip[1], ip[2], ip[3]+1).String()
 }
 
-// kubeProxyKwokctlConfig adds the `kubernetes` Service's ClusterIP to the API
-// server's certificate (kwokctl puts this machine's addresses there, not
-// that one), so that in-cluster clients can verify it.
-func kubeProxyKwokctlConfig() string {
+// KubeProxyKwokctlConfig is a `kwokctl --config` file that adds the
+// `kubernetes` Service's ClusterIP to the API server's certificate (kwokctl
+// puts this machine's addresses there, not that one), so that in-cluster
+// clients can verify it.
+func KubeProxyKwokctlConfig() string {
 	return fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
@@ -47,14 +48,17 @@ options:
 `, KubernetesServiceIP())
 }
 
-// kubeProxyLock is held while a kube-proxy of this machine runs.
+// kubeProxyLock is held while a kube-proxy of this machine runs: by the
+// kube-proxy process itself, which inherits it, so that it stays held after
+// its starter is gone (`make cluster-up`) and ends with the process.
 var kubeProxyLock = filepath.Join(os.TempDir(), "nmt-kube-proxy.lock")
 
-// startKubeProxy runs kube-proxy for c in c.workDir/kube-proxy, once the
-// machine's lock is held, as the proxy of the real node named node (it waits
-// for that Node to exist, and takes its addresses). It returns once the
-// `kubernetes` Service is programmed.
-func (c *Cluster) startKubeProxy(ctx context.Context, node string) error {
+// StartKubeProxy runs kube-proxy in dir/kube-proxy, for the cluster of
+// kubeconfig, as the proxy of the real node named node (it takes that Node's
+// addresses), once the machine's lock is held. It returns once the
+// `kubernetes` Service is programmed. When another cluster's kube-proxy
+// holds the lock, it waits for it until ctx ends, and then says which.
+func StartKubeProxy(ctx context.Context, dir, kubeconfig, node string) error {
 	bin, err := Tool("kube-proxy")
 	if err != nil {
 		return err
@@ -64,12 +68,13 @@ func (c *Cluster) startKubeProxy(ctx context.Context, node string) error {
 			return fmt.Errorf("kube-proxy needs %s (run `make tools`: hack/apt.sh installs iptables)", b)
 		}
 	}
-	unlock, err := lockFile(kubeProxyLock)
+	dir = filepath.Join(dir, "kube-proxy")
+	lock, err := holdLock(ctx, kubeProxyLock, dir)
 	if err != nil {
-		return err
+		return fmt.Errorf("kube-proxy for node %s: %w: one kube-proxy at a time can own this machine's ClusterIP rules; stop the other cluster (make cluster-down, or the test that runs it)", node, err)
 	}
-	c.kubeProxyUnlock = unlock
-	dir := filepath.Join(c.workDir, "kube-proxy")
+	// The kube-proxy process holds the lock from here on.
+	defer lock.Close()
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return err
 	}
@@ -100,7 +105,7 @@ iptables:
   localhostNodePorts: false
   syncPeriod: 10s
   minSyncPeriod: 0s
-`, c.KubeconfigPath, node, healthz, metrics)
+`, kubeconfig, node, healthz, metrics)
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
@@ -109,7 +114,7 @@ iptables:
 			_ = os.WriteFile(filepath.Join(dir, ipt+"-"+kubeletFirewallChain+".before"), nil, 0o644)
 		}
 	}
-	if err := startDaemon(dir, "kube-proxy", bin, "--config", filepath.Join(dir, "config.yaml"), "--v", "2"); err != nil {
+	if err := startDaemonEnv(dir, nil, []*os.File{lock}, "kube-proxy", bin, "--config", filepath.Join(dir, "config.yaml"), "--v", "2"); err != nil {
 		return err
 	}
 	started := time.Now()
@@ -132,9 +137,9 @@ iptables:
 	return nil
 }
 
-// stopKubeProxy stops the kube-proxy of the cluster directory dir, if any,
-// and removes its rules.
-func stopKubeProxy(dir string) {
+// StopKubeProxy stops the kube-proxy of StartKubeProxy(dir), if any, and
+// removes its rules; the machine's lock goes with the process.
+func StopKubeProxy(dir string) {
 	dir = filepath.Join(dir, "kube-proxy")
 	if readPid(dir, "kube-proxy") == 0 {
 		return

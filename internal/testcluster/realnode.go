@@ -186,7 +186,7 @@ func StartRealNode(ctx context.Context, cfg RealNodeConfig) (n *RealNode, err er
 	// Images come from archives only (imagePullPolicy Never or IfNotPresent
 	// of an imported tag). Should a pod name another, the pull goes to a
 	// proxy that is not there and fails here instead of leaving the machine.
-	if err := startDaemonEnv(dir, noPullEnv, "containerd", "containerd", "--config", filepath.Join(dir, "containerd.toml")); err != nil {
+	if err := startDaemonEnv(dir, noPullEnv, nil, "containerd", "containerd", "--config", filepath.Join(dir, "containerd.toml")); err != nil {
 		return n, err
 	}
 	if err := waitFor(ctx, 30*time.Second, func() error { _, err := n.ctr(ctx, "version"); return err }); err != nil {
@@ -361,6 +361,29 @@ func (n *RealNode) Processes() []int {
 	return pids
 }
 
+// PodLog returns what the containers of pod ns/name wrote on the node, as the
+// kubelet keeps it (CRI log lines, every container and restart), read from
+// the node's pod log directory: it is there while the pod exists, without a
+// round trip through the API server.
+func (n *RealNode) PodLog(ns, name string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(n.Dir, "pod-logs", ns+"_"+name+"_*", "*", "*.log"))
+	if err != nil {
+		return "", err
+	}
+	if len(files) == 0 {
+		return "", fmt.Errorf("no container log of pod %s/%s on real node %s", ns, name, n.Name)
+	}
+	var b strings.Builder
+	for _, f := range files {
+		out, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		b.Write(out)
+	}
+	return b.String(), nil
+}
+
 // LogTails returns the last lines of the node's containerd and kubelet logs.
 func (n *RealNode) LogTails(lines int) string {
 	var b strings.Builder
@@ -378,14 +401,15 @@ func (n *RealNode) LogTails(lines int) string {
 // starter (Ctrl-C of `go test`) does not reach it before the teardown runs,
 // with its output in logs/NAME.log and its pid in NAME.pid.
 func startDaemon(dir, name, bin string, args ...string) error {
-	return startDaemonEnv(dir, nil, name, bin, args...)
+	return startDaemonEnv(dir, nil, nil, name, bin, args...)
 }
 
 // noPullEnv sends a real node's image pulls to a closed local port.
 var noPullEnv = []string{"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9"}
 
-// startDaemonEnv is startDaemon with extra environment variables.
-func startDaemonEnv(dir string, env []string, name, bin string, args ...string) error {
+// startDaemonEnv is startDaemon with extra environment variables and extra
+// open files (fd 3 on) for the process.
+func startDaemonEnv(dir string, env []string, files []*os.File, name, bin string, args ...string) error {
 	logFile, err := os.OpenFile(filepath.Join(dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -394,6 +418,7 @@ func startDaemonEnv(dir string, env []string, name, bin string, args ...string) 
 	cmd := exec.Command(bin, args...)
 	cmd.Env = localEnv(env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -301,8 +303,20 @@ func (c *Cluster) create(t testing.TB, obj client.Object) {
 // the pods once their containers run. Each waiter exits exitDelay after
 // SIGTERM, and appends what it went through to a file named after its pod in
 // signalDir, a hostPath that outlives the pod.
-func (c *Cluster) StartWaiters(t testing.TB, ns, node, signalDir string, n int32, grace, exitDelay time.Duration) []corev1.Pod {
+//
+// With holdUntilReleased, a waiter also stays, after SIGTERM, until
+// ReleaseWaiters(signalDir) is called (or its grace period ends): the test
+// decides how long the drain lasts.
+func (c *Cluster) StartWaiters(t testing.TB, ns, node, signalDir string, n int32, grace, exitDelay time.Duration, holdUntilReleased bool) []corev1.Pod {
 	t.Helper()
+	env := []corev1.EnvVar{
+		{Name: "EXIT_DELAY", Value: exitDelay.String()},
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "SIGNAL_LOG", Value: "/signals/$(POD_NAME)"},
+	}
+	if holdUntilReleased {
+		env = append(env, corev1.EnvVar{Name: "RELEASE_FILE", Value: "/signals/" + waiterReleaseFile})
+	}
 	labels := map[string]string{"app": "waiter"}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "waiter"},
@@ -321,12 +335,8 @@ func (c *Cluster) StartWaiters(t testing.TB, ns, node, signalDir string, n int32
 						Name:            "app",
 						Image:           WaiterImage,
 						ImagePullPolicy: corev1.PullNever,
-						Env: []corev1.EnvVar{
-							{Name: "EXIT_DELAY", Value: exitDelay.String()},
-							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-							{Name: "SIGNAL_LOG", Value: "/signals/$(POD_NAME)"},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "signals", MountPath: "/signals"}},
+						Env:             env,
+						VolumeMounts:    []corev1.VolumeMount{{Name: "signals", MountPath: "/signals"}},
 					}},
 					Volumes: []corev1.Volume{{Name: "signals", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: signalDir}}}},
 				},
@@ -354,4 +364,17 @@ func (c *Cluster) StartWaiters(t testing.TB, ns, node, signalDir string, n int32
 		return len(pods) == int(n), nil
 	})
 	return pods
+}
+
+// waiterReleaseFile is the file in a waiter's signal directory that ends the
+// waiters held until released.
+const waiterReleaseFile = "release"
+
+// ReleaseWaiters lets the waiters of StartWaiters(..., holdUntilReleased)
+// in signalDir exit (after their exit delay).
+func ReleaseWaiters(t testing.TB, signalDir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(signalDir, waiterReleaseFile), nil, 0o644); err != nil {
+		t.Fatalf("release the waiters of %s: %v", signalDir, err)
+	}
 }

@@ -96,25 +96,13 @@ func assertSameNodeState(t *testing.T, node string, before, after nodeState) {
 // were.
 func assertEvictedOnce(t *testing.T, c *testcluster.Cluster, ns string, want int) {
 	t.Helper()
-	events, err := c.AuditEvents(bg())
+	accepted, refused, err := c.Evictions(bg(), ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	accepted, refused := map[string]int{}, 0
-	for _, e := range events {
-		r := e.ObjectRef
-		if e.Verb != "create" || r.Resource != "pods" || r.Subresource != "eviction" || r.Namespace != ns {
-			continue
-		}
-		if e.ResponseStatus.Code >= 200 && e.ResponseStatus.Code < 300 {
-			accepted[r.Name]++
-		} else {
-			refused++
-		}
-	}
-	for pod, n := range accepted {
-		if n > 1 {
-			t.Errorf("pod %s/%s was evicted %d times", ns, pod, n)
+	for pod, at := range accepted {
+		if len(at) > 1 {
+			t.Errorf("pod %s/%s was evicted %d times", ns, pod, len(at))
 		}
 	}
 	if len(accepted) != want {

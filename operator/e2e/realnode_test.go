@@ -60,7 +60,7 @@ func testRealNodeDrain(t *testing.T, c *testcluster.Cluster, real *testcluster.R
 		t.Fatal(err)
 	}
 	started := time.Now()
-	pods := c.StartWaiters(t, ns, real.Name, signalDir, replicas, grace, exitDelay)
+	pods := c.StartWaiters(t, ns, real.Name, signalDir, replicas, grace, exitDelay, false)
 	t.Logf("%d pods running on %s %s after the Deployment was created (pod IPs %s)", replicas, real.Name, time.Since(started).Round(10*time.Millisecond), podIPs(pods))
 	for _, p := range pods {
 		if !strings.HasPrefix(p.Status.PodIP, strings.TrimSuffix(real.PodSubnet, "0/24")) {

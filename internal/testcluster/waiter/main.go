@@ -1,8 +1,10 @@
 // Command waiter is the one process of the images that real nodes run
 // (testcluster.WaiterImage, and the pause image of every pod sandbox): it
 // blocks until SIGTERM or SIGINT, says so, waits EXIT_DELAY (a Go duration,
-// default none) and exits 0. With SIGNAL_LOG set it also appends each of those
-// lines to that file, so a test can read them after the pod is gone.
+// default none) and exits 0. With RELEASE_FILE set it also waits, after
+// SIGTERM, until that file exists, so that a test decides when the pod ends.
+// With SIGNAL_LOG set it also appends each of those lines to that file, so a
+// test can read them after the pod is gone.
 package main
 
 import (
@@ -28,8 +30,19 @@ func main() {
 	if got == syscall.SIGINT {
 		name = "SIGINT"
 	}
-	say("got %s, exiting in %s", name, delay)
+	release := os.Getenv("RELEASE_FILE")
+	if release == "" {
+		say("got %s, exiting in %s", name, delay)
+	} else {
+		say("got %s, exiting in %s once %s exists", name, delay, release)
+	}
 	time.Sleep(delay)
+	for release != "" {
+		if _, err := os.Stat(release); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	say("exiting after %s", time.Since(start).Round(time.Millisecond))
 }
 
