@@ -8,11 +8,13 @@ import (
 	"context"
 	"os"
 
+	"github.com/go-logr/logr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/kubeconfig"
 )
@@ -21,6 +23,11 @@ var _ provider.Provider = &NodeMaintenanceProvider{}
 
 // New returns a constructor of the provider for providerserver.
 func New(version string) func() provider.Provider {
+	// The provider reports through Terraform's diagnostics and tflog; the
+	// controller-runtime client it uses would otherwise print, half a minute
+	// into a long apply, a warning with a stack trace that its logger was
+	// never set.
+	ctrllog.SetLogger(logr.Discard())
 	return func() provider.Provider { return &NodeMaintenanceProvider{version: version} }
 }
 
