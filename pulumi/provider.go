@@ -30,6 +30,20 @@ const Name = "nodemaintenance"
 // it out of schema.json, so the committed schema does not change with releases.
 var Version = "0.1.0-dev"
 
+// The published names of the SDKs that `make pulumi-sdks` generates from the
+// schema into pulumi/sdk/, one per language.
+const (
+	// GoModulePath is the Go module of the Go SDK (pulumi/sdk/go/go.mod, a
+	// module of its own so that programs importing it do not depend on the
+	// bridge); GoImportPath is its package.
+	GoModulePath = "github.com/nodemaintenance/terraform-provider-nodemaintenance/pulumi/sdk/go"
+	GoImportPath = GoModulePath + "/" + Name
+	// NodePackage is the npm package of the TypeScript/JavaScript SDK.
+	NodePackage = "@nodemaintenance/" + Name
+	// PythonPackage is the Python distribution and import name of the Python SDK.
+	PythonPackage = "pulumi_" + Name
+)
+
 // bridgeMetadata is written by pulumi-tfgen-nodemaintenance next to schema.json.
 //
 //go:embed cmd/pulumi-resource-nodemaintenance/bridge-metadata.json
@@ -69,6 +83,32 @@ func Provider() tfbridge.ProviderInfo {
 		Homepage:    "https://github.com/nodemaintenance/terraform-provider-nodemaintenance",
 		Repository:  "https://github.com/nodemaintenance/terraform-provider-nodemaintenance",
 		GitHubOrg:   "nodemaintenance",
+		// The Terraform provider is Apache-2.0 too (the bridge's default is
+		// MPL 2.0, which the SDK READMEs would then claim).
+		TFProviderLicense: ref(tfbridge.Apache20LicenseType),
+		// PluginDownloadURL is left unset until the plugin is released: the
+		// engine would otherwise try to download the plugin from a URL that
+		// serves nothing yet. Until then programs name the plugin's directory
+		// (Pulumi.yaml plugins.providers[].path, or the Automation API's
+		// workspace.Project.Plugins). A release sets it to where the release
+		// archives are published, then regenerates the schema and the SDKs.
+		//
+		// RespectSchemaVersion: the SDKs carry the version that
+		// `make pulumi-sdks` gives the schema (PULUMI_PROVIDER_VERSION, the
+		// plugin's Version), and ask the engine for that plugin version,
+		// instead of a placeholder a release script would replace.
+		Golang: &tfbridge.GolangInfo{
+			ImportBasePath:                 GoImportPath,
+			ModulePath:                     GoModulePath,
+			GenerateResourceContainerTypes: true,
+			RespectSchemaVersion:           true,
+		},
+		JavaScript: &tfbridge.JavaScriptInfo{PackageName: NodePackage, RespectSchemaVersion: true},
+		Python: &tfbridge.PythonInfo{
+			PackageName:          PythonPackage,
+			PyProject:            struct{ Enabled bool }{Enabled: true},
+			RespectSchemaVersion: true,
+		},
 		Resources: map[string]*tfbridge.ResourceInfo{
 			"nodemaintenance":          {Tok: NodeMaintenanceToken},
 			"nodemaintenance_operator": {Tok: OperatorToken},
@@ -135,3 +175,5 @@ func describeFromSchema(ctx context.Context, p tfprovider.Provider, spec *pschem
 		}
 	}
 }
+
+func ref[T any](v T) *T { return &v }
