@@ -95,7 +95,7 @@ up() {
     --wait 2m
   kwokctl get kubeconfig --name "$NAME" >"$KUBECONFIG_OUT"
   chmod 600 "$KUBECONFIG_OUT"
-  fake_nodes "$NODES" | kubectl apply -f - >/dev/null
+  if [ "$NODES" -gt 0 ]; then fake_nodes "$NODES" | kubectl apply -f - >/dev/null; fi
   local i node
   for i in $(seq 1 "$REAL_NODES"); do
     printf -v node 'real%02d' "$i"
