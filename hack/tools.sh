@@ -22,7 +22,7 @@ export GOFLAGS=-buildvcs=false
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
 
-ALL_TOOLS=(etcd kubernetes kwok kwok-stages controller-gen tofu terraform staticcheck pulumi pulumi-language-yaml)
+ALL_TOOLS=(etcd kubernetes kwok kwok-stages controller-gen tofu terraform staticcheck pulumi pulumi-language-yaml goreleaser)
 
 # binaries each tool provides, and the versioned directory it lives in
 tool_bins() {
@@ -37,6 +37,7 @@ tool_bins() {
     staticcheck) echo staticcheck ;;
     pulumi) echo pulumi ;;
     pulumi-language-yaml) echo pulumi-language-yaml ;;
+    goreleaser) echo goreleaser ;;
     *) echo "unknown tool: $1 (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
@@ -51,6 +52,7 @@ tool_version() {
     staticcheck) echo "$STATICCHECK_VERSION" ;;
     pulumi) echo "$PULUMI_VERSION" ;;
     pulumi-language-yaml) echo "$PULUMI_YAML_VERSION" ;;
+    goreleaser) echo "$GORELEASER_VERSION" ;;
   esac
 }
 tool_dir() { echo "$TOOLS_DIR/$1-$(tool_version "$1")"; }
@@ -199,6 +201,12 @@ GO
       # The language host that runs Pulumi YAML programs (Pulumi.yaml with runtime: yaml).
       GOBIN=$out go install -trimpath -ldflags "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$version" \
         "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml@$version"
+      ;;
+    goreleaser)
+      # Builds the release artifacts (make release-snapshot, and the mirror
+      # install test). Its go.mod has no replaces, so go install builds it.
+      GOBIN=$out go install -trimpath -ldflags "-s -w -X main.version=${version#v} -X main.builtBy=hack/tools.sh" \
+        "github.com/goreleaser/goreleaser/v2@$version"
       ;;
   esac
   touch "$out/.complete"
