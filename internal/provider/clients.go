@@ -43,7 +43,7 @@ type clients struct {
 
 func newClients(cfg *rest.Config, version, cluster string) (*clients, error) {
 	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent = "terraform-provider-nodemaintenance/" + version
+	cfg.UserAgent = userAgent(version)
 	// Terraform runs few requests; the defaults (5 QPS) only slow down waits.
 	cfg.QPS, cfg.Burst = 50, 100
 	var c client.WithWatch
@@ -62,6 +62,11 @@ func newClients(cfg *rest.Config, version, cluster string) (*clients, error) {
 	}
 	return &clients{kube: c, cluster: cluster, execPlugin: cfg.ExecProvider}, nil
 }
+
+// userAgent names the provider and its version (main.version, stamped by the
+// release build) in every Kubernetes API request, so audit logs show which
+// build drained a node.
+func userAgent(version string) string { return "terraform-provider-nodemaintenance/" + version }
 
 // configuredClients turns provider data into clients, or explains why there
 // are none yet.

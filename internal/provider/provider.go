@@ -6,6 +6,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/go-logr/logr"
@@ -14,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/kubeconfig"
@@ -164,12 +166,17 @@ func (p *NodeMaintenanceProvider) Configure(ctx context.Context, req provider.Co
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	clients, err := newClients(restConfig, p.version, kubeconfig.Describe(restConfig, kubeconfig.LoadedContext(cfg)))
+	cluster := kubeconfig.Describe(restConfig, kubeconfig.LoadedContext(cfg))
+	clients, err := newClients(restConfig, p.version, cluster)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid Kubernetes Client Configuration",
 			"The provider could not build a Kubernetes client from its configuration: "+err.Error())
 		return
 	}
+	// Which build did it: the same version is in the User-Agent of every API
+	// request, so the cluster's audit log can be matched with this log.
+	tflog.Info(ctx, fmt.Sprintf("terraform-provider-nodemaintenance %s configured for cluster %s", p.version, cluster),
+		map[string]any{"version": p.version, "user_agent": userAgent(p.version)})
 	resp.ResourceData = clients
 	resp.DataSourceData = clients
 }

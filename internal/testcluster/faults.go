@@ -39,8 +39,9 @@ rules:
 // AuditEvent is one entry of the API server's audit log, the fields tests
 // read.
 type AuditEvent struct {
-	Verb string `json:"verb"`
-	User struct {
+	Verb      string `json:"verb"`
+	UserAgent string `json:"userAgent"`
+	User      struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ObjectRef struct {
