@@ -1,27 +1,31 @@
-// Command pulumi-sdkgen-nodemaintenance generates the Go, TypeScript (Node.js)
-// and Python SDKs of the nodemaintenance Pulumi package from its committed
-// schema:
+// Command pulumi-sdkgen generates the Go, TypeScript (Node.js) and Python
+// SDKs of a Pulumi package from its schema, one directory per language:
 //
-//	pulumi-sdkgen-nodemaintenance -version 0.1.0-dev -schema cmd/pulumi-resource-nodemaintenance/schema.json -out sdk
+//	pulumi-sdkgen -version 0.1.0-dev -schema schema.json -out sdk
 //
-// The committed schema has no version (so it does not change with releases);
-// -version gives the SDKs theirs, the version of the provider plugin they ask
-// the engine for.
+// Run it through `make pulumi-sdks`, which generates pulumi/sdk/{go,nodejs,python}
+// from pulumi/cmd/pulumi-resource-nodemaintenance/schema.json. The committed
+// schema has no version (so it does not change with releases); -version gives
+// the SDKs theirs, the version of the provider plugin they ask the engine for.
 //
-// Run it through `make pulumi-sdks`. It calls Pulumi's code generators
-// (github.com/pulumi/pulumi/pkg/v3/codegen/...) in process, which is what
-// `pulumi package gen-sdk` does through a language plugin for each language;
-// those plugins cannot be built on a machine without the internet (the Go
-// language host is not on the module proxy and the Node.js one needs npm
-// packages at build time), the code generators can.
+// It calls Pulumi's code generators (github.com/pulumi/pulumi/pkg/v3/codegen/...)
+// in process, the ones `pulumi package gen-sdk` reaches through a language
+// plugin for each language; those plugins cannot be built on a machine without
+// the internet (the Go language host is not on the module proxy, the Node.js one
+// needs npm packages to build), the code generators can. They are those of the
+// pinned Pulumi CLI: the older ones the bridge is built with (pulumi/go.mod)
+// write wrong relative imports in nested TypeScript modules when built with
+// Go 1.26, whose filepath.Rel cleans its result.
 //
 // Each language's directory is regenerated whole: every file in it goes,
 // except the hand-maintained ones named in keep (go.mod and go.sum of the Go
-// SDK's own module) and what builds leave there (node_modules and bin of the
-// Node.js SDK, which .gitignore hides).
+// SDK's own module, package-lock.json of the Node.js SDK, which
+// hack/pulumi-ts-check.sh installs from) and what builds leave there
+// (node_modules and bin of the Node.js SDK, which its .gitignore hides).
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -31,6 +35,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/blang/semver"
 	gogen "github.com/pulumi/pulumi/pkg/v3/codegen/go"
 	nodejsgen "github.com/pulumi/pulumi/pkg/v3/codegen/nodejs"
 	pythongen "github.com/pulumi/pulumi/pkg/v3/codegen/python"
@@ -38,7 +43,7 @@ import (
 )
 
 // tool is the generator's name in the "do not edit" header of every file.
-const tool = "pulumi-sdkgen-nodemaintenance"
+const tool = "pulumi-sdkgen"
 
 type language struct {
 	name     string
@@ -59,25 +64,25 @@ var languages = []language{
 	{
 		name: "nodejs",
 		generate: func(pkg *pschema.Package) (map[string][]byte, error) {
-			return nodejsgen.GeneratePackage(tool, pkg, nil, nil, false, nil)
+			return nodejsgen.GeneratePackage(tool, pkg, nil, nil, false, selfContained{})
 		},
-		keep: []string{"node_modules", "bin"},
+		keep: []string{"node_modules", "bin", "package-lock.json"},
 	},
 	{
 		name: "python",
 		generate: func(pkg *pschema.Package) (map[string][]byte, error) {
-			return pythongen.GeneratePackage(tool, pkg, nil, nil)
+			return pythongen.GeneratePackage(tool, pkg, nil, selfContained{})
 		},
 	},
 }
 
 func main() {
-	schemaPath := flag.String("schema", "cmd/pulumi-resource-nodemaintenance/schema.json", "the Pulumi package schema (written by `make pulumi-generate`)")
-	out := flag.String("out", "sdk", "the directory that gets one subdirectory per language")
+	schemaPath := flag.String("schema", "", "the Pulumi package schema (required; `make pulumi-generate` writes it)")
+	out := flag.String("out", "", "the directory that gets one subdirectory per language (required)")
 	version := flag.String("version", "", "the version of the SDKs and of the provider plugin they use (required; `make pulumi-sdks` passes PULUMI_PROVIDER_VERSION)")
 	flag.Parse()
-	if *version == "" || flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "usage: %s -version X.Y.Z [-schema FILE] [-out DIR]\n", tool)
+	if *version == "" || *schemaPath == "" || *out == "" || flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "usage: %s -version X.Y.Z -schema FILE -out DIR\n", tool)
 		os.Exit(2)
 	}
 	if err := run(*schemaPath, *out, *version); err != nil {
@@ -89,7 +94,7 @@ func main() {
 func run(schemaPath, out, version string) error {
 	raw, err := os.ReadFile(schemaPath)
 	if err != nil {
-		return fmt.Errorf("read the package schema (run `make pulumi-generate` first): %w", err)
+		return fmt.Errorf("read the package schema: %w", err)
 	}
 	for _, lang := range languages {
 		// Bound afresh for each language: the generators record their
@@ -116,7 +121,7 @@ func bind(raw []byte, version string) (*pschema.Package, error) {
 		return nil, fmt.Errorf("not a Pulumi package schema: %w", err)
 	}
 	spec.Version = version
-	pkg, diags, err := pschema.BindSpec(spec, nil, pschema.ValidationOptions{})
+	pkg, diags, err := pschema.BindSpec(spec, selfContained{}, pschema.ValidationOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +129,33 @@ func bind(raw []byte, version string) (*pschema.Package, error) {
 		return nil, fmt.Errorf("invalid package schema: %w", diags)
 	}
 	return pkg, nil
+}
+
+// selfContained is the schema loader of a package that refers to no other
+// package (nodemaintenance's types are all its own): asked for one, it says so
+// instead of looking for a plugin.
+type selfContained struct{}
+
+var _ pschema.ReferenceLoader = selfContained{}
+
+func (selfContained) refused(name string) error {
+	return fmt.Errorf("the schema refers to the package %q, and %s loads no package but the one it generates", name, tool)
+}
+
+func (l selfContained) LoadPackage(name string, _ *semver.Version) (*pschema.Package, error) {
+	return nil, l.refused(name)
+}
+
+func (l selfContained) LoadPackageV2(_ context.Context, d *pschema.PackageDescriptor) (*pschema.Package, error) {
+	return nil, l.refused(d.Name)
+}
+
+func (l selfContained) LoadPackageReference(name string, _ *semver.Version) (pschema.PackageReference, error) {
+	return nil, l.refused(name)
+}
+
+func (l selfContained) LoadPackageReferenceV2(_ context.Context, d *pschema.PackageDescriptor) (pschema.PackageReference, error) {
+	return nil, l.refused(d.Name)
 }
 
 // replaceDir makes dir hold exactly files, plus the entries named in keep.

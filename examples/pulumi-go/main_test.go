@@ -1,11 +1,13 @@
-package pulumi_test
+package main
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -18,21 +20,83 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
-	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
-	nmpulumi "github.com/nodemaintenance/terraform-provider-nodemaintenance/pulumi"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/pulumi/sdk/go/nodemaintenance"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 )
 
-// A Go program that uses the generated Go SDK, run in this process by the
+// providerDirEnv names a directory holding a built pulumi-resource-nodemaintenance
+// (`make test-pulumi` sets it). Unset, the test builds the plugin itself.
+const providerDirEnv = "NM_PULUMI_PROVIDER_DIR"
+
+const (
+	providerBinary = "pulumi-resource-nodemaintenance"
+	drainTaint     = "medik8s.io/drain"
+	pulumiTimeout  = 5 * time.Minute
+)
+
+var (
+	operator *testoperator.Operator
+	// providerDir holds the plugin under test, set by TestMain.
+	providerDir string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testcluster.Main(m, testcluster.Options{InstallCRD: true, Setup: func(c *testcluster.Cluster) error {
+		if err := testcluster.RequireTools("pulumi"); err != nil {
+			return fmt.Errorf("%w (or: hack/tools.sh pulumi)", err)
+		}
+		dir, err := bridgedProvider()
+		if err != nil {
+			return err
+		}
+		providerDir = dir
+		operator, err = testoperator.Start(c, testoperator.DefaultOptions())
+		return err
+	}, Teardown: func() {
+		operator.Stop()
+		if os.Getenv(providerDirEnv) == "" && providerDir != "" {
+			_ = os.RemoveAll(providerDir) // our own build
+		}
+	}}))
+}
+
+// bridgedProvider returns the directory of the plugin: the one named by
+// NM_PULUMI_PROVIDER_DIR, or a fresh build of this checkout's pulumi/ module.
+func bridgedProvider() (string, error) {
+	if dir := os.Getenv(providerDirEnv); dir != "" {
+		dir, err := filepath.Abs(dir)
+		if err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(filepath.Join(dir, providerBinary)); err != nil {
+			return "", fmt.Errorf("%s=%s: %w (make pulumi-provider builds it)", providerDirEnv, dir, err)
+		}
+		return dir, nil
+	}
+	root, err := testcluster.RepoRoot() // examples/pulumi-go
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "nm-pulumi-provider-")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "build", "-o", dir, "./cmd/"+providerBinary)
+	cmd.Dir = filepath.Join(root, "..", "..", "pulumi")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", errors.Join(fmt.Errorf("build the Pulumi plugin: %w\n%s", err, out), os.RemoveAll(dir))
+	}
+	return dir, nil
+}
+
+// The example's program, on the generated Go SDK, run in this process by the
 // Automation API (an inline program: no language host), with the pinned CLI,
-// the bridged provider under test and a local state directory. up drains the
+// the bridged plugin under test and a local state directory. up drains the
 // node and reports Succeeded, refresh finds the stack as the cluster has it,
 // destroy gives the node back exactly as it was.
 func TestAutomationAPIGoSDK(t *testing.T) {
@@ -54,23 +118,8 @@ func TestAutomationAPIGoSDK(t *testing.T) {
 	}
 	before := settledStateOf(t, c, node)
 
-	program := func(ctx *pulumi.Context) error {
-		nm, err := nodemaintenance.NewNodeMaintenance(ctx, "maintenance", &nodemaintenance.NodeMaintenanceArgs{
-			NodeName: pulumi.String(node),
-			Reason:   pulumi.String("kernel upgrade (Automation API)"),
-			Timeouts: &nodemaintenance.NodeMaintenanceTimeoutsArgs{
-				Create: pulumi.String("2m"),
-				Delete: pulumi.String("2m"),
-			},
-		})
-		if err != nil {
-			return err
-		}
-		ctx.Export("name", nm.Name)
-		ctx.Export("phase", nm.Phase)
-		return nil
-	}
-	stack := newAutomationStack(t, c, program)
+	m := Maintenance{Node: node, Reason: "kernel upgrade (Automation API)", Create: "2m", Delete: "2m"}
+	stack := newStack(t, c, m)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*pulumiTimeout)
 	defer cancel()
@@ -146,47 +195,32 @@ func TestAutomationAPIGoSDK(t *testing.T) {
 	assertNoPluginLeft(t)
 }
 
-// newAutomationStack makes a stack of program in a fresh local workspace: the
-// pinned CLI, state in a directory, its own Pulumi home, the provider plugin
-// under test named by path (nothing is downloaded), the cluster's kubeconfig
-// in the stack's provider configuration. The stack is destroyed at cleanup, so
+// newStack makes the example's stack of m in a fresh workspace: the pinned
+// CLI, state in a temporary directory, its own Pulumi home, the plugin under
+// test, the test cluster's kubeconfig. The stack is destroyed at cleanup, so
 // a failed test leaves no node in maintenance.
-func newAutomationStack(t *testing.T, c *testcluster.Cluster, program pulumi.RunFunc) auto.Stack {
+func newStack(t *testing.T, c *testcluster.Cluster, m Maintenance) auto.Stack {
 	t.Helper()
-	ctx := context.Background()
 	tmp := t.TempDir()
-	cli, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{Root: filepath.Dir(testcluster.ToolsBinDir())})
-	if err != nil {
-		t.Fatalf("the pinned Pulumi CLI (make tools builds it): %v", err)
-	}
-	project := workspace.Project{
-		Name:    "nodemaintenance-automation",
-		Runtime: workspace.NewProjectRuntimeInfo("go", nil),
-		Backend: &workspace.ProjectBackend{URL: "file://" + filepath.Join(tmp, "state")},
-		Plugins: &workspace.Plugins{Providers: []workspace.PluginOptions{{Name: nmpulumi.Name, Path: providerDir}}},
-	}
-	for _, dir := range []string{filepath.Join(tmp, "state"), filepath.Join(tmp, "work")} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stack, err := auto.UpsertStackInlineSource(ctx, "test", string(project.Name), program,
-		auto.Pulumi(cli),
-		auto.Project(project),
-		auto.WorkDir(filepath.Join(tmp, "work")),
-		auto.PulumiHome(filepath.Join(tmp, "pulumi-home")),
-		auto.SecretsProvider("passphrase"),
-		auto.EnvVars(map[string]string{
+	w := Workspace{
+		PulumiRoot: filepath.Dir(testcluster.ToolsBinDir()),
+		PluginDir:  providerDir,
+		StateDir:   filepath.Join(tmp, "state"),
+		Kubeconfig: c.KubeconfigPath,
+		WorkDir:    filepath.Join(tmp, "work"),
+		PulumiHome: filepath.Join(tmp, "pulumi-home"),
+		Env: map[string]string{
 			"PULUMI_CONFIG_PASSPHRASE":                    "test",
 			"PULUMI_SKIP_UPDATE_CHECK":                    "1",
 			"PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-		}),
-	)
-	if err != nil {
-		t.Fatalf("create the stack: %v", err)
+		},
 	}
-	if err := stack.SetConfig(ctx, nmpulumi.Name+":configPath", auto.ConfigValue{Value: c.KubeconfigPath}); err != nil {
-		t.Fatalf("set the provider's configPath: %v", err)
+	if err := os.MkdirAll(w.WorkDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stack, err := Stack(context.Background(), "test", m, w)
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), pulumiTimeout)
@@ -248,4 +282,59 @@ func settledStateOf(t *testing.T, c *testcluster.Cluster, node string) nodeState
 		}), nil
 	})
 	return stateOf(getNode(t, c, node))
+}
+
+func getNode(t *testing.T, c *testcluster.Cluster, name string) *corev1.Node {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := c.Client.Get(context.Background(), client.ObjectKey{Name: name}, n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(taint corev1.Taint) bool {
+		return taint.Key == key && taint.Effect == corev1.TaintEffectNoSchedule
+	})
+}
+
+// assertDrained checks that no pod of the test's namespace is left on node.
+func assertDrained(t *testing.T, c *testcluster.Cluster, ns, node string) {
+	t.Helper()
+	pods, err := c.PodsOnNode(context.Background(), node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range pods {
+		if pod.Namespace == ns {
+			t.Errorf("pod %s/%s is still on %s after up", pod.Namespace, pod.Name, node)
+		}
+	}
+}
+
+// assertNoPluginLeft fails when a provider plugin the engine started is
+// still running once the operation has returned.
+func assertNoPluginLeft(t *testing.T) {
+	t.Helper()
+	// The whole program name, as the engine starts it: not, say, the test
+	// cluster's processes, whose paths may contain it.
+	const pattern = `(^|/)pulumi-resource-[^ /]+( |$)`
+	var pids string
+	// The engine stops its plugins as it exits; give them a moment.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, err := exec.Command("pgrep", "-f", pattern).Output()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == 1 {
+			return // pgrep: no process matched
+		}
+		if err != nil {
+			t.Fatalf("pgrep -f %s: %v", pattern, err)
+		}
+		pids = strings.Join(strings.Fields(string(out)), " ")
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Errorf("processes matching %s are still running after the operation returned: pids %s", pattern, pids)
 }
