@@ -4,7 +4,8 @@
 # `make lint`; containerd, runc and the CNI plugins, for the real (kubelet-run)
 # node of `make cluster-up REAL_NODES=1` and the real-node test; iptables, for
 # the kube-proxy that serves ClusterIPs to a real node's pods; podman (with
-# runc), for `make verify-image` to run the built image. A no-op when
+# runc), for `make verify-image` to run the built image; nodejs and npm when
+# the node or npm command is missing, for `make pulumi-ts-check`. A no-op when
 # every package is installed; otherwise runs
 # apt-get, as root (or through sudo).
 #
@@ -18,6 +19,11 @@ installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok
 
 missing=()
 for p in "${PACKAGES[@]}"; do installed "$p" || missing+=("$p"); done
+# Node.js and npm, for `make pulumi-ts-check` (tsc and @pulumi/pulumi from npm),
+# go by command, not package: machines that have them from elsewhere (the
+# nodesource nodejs package bundles npm, and conflicts with Debian's npm) keep
+# them; where either command is missing, Debian's nodejs and npm come in.
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 [ ${#missing[@]} -gt 0 ] || exit 0
 if [ "${1:-}" = --check ]; then
   echo "missing Debian packages: ${missing[*]} (run: make tools)" >&2
