@@ -40,9 +40,10 @@ var RoleYAML []byte
 
 // ValidatingWebhookConfiguration returns the generated webhook configuration
 // named name, with every webhook sent to clientConfig. A match condition keeps
-// updates that leave spec.nodeName alone (finalizers, annotations) away from
-// the webhook, so the operator can always restore a node and let its
-// NodeMaintenance go, even while the webhook is unreachable.
+// updates that leave spec.nodeName and spec.drain alone (finalizers,
+// annotations, the reason) away from the webhook, so the operator can always
+// restore a node and let its NodeMaintenance go, even while the webhook is
+// unreachable.
 func ValidatingWebhookConfiguration(name string, clientConfig admissionregistrationv1.WebhookClientConfig) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	if err := yaml.UnmarshalStrict(WebhookYAML, vwc); err != nil {
@@ -61,8 +62,9 @@ func ValidatingWebhookConfiguration(name string, clientConfig admissionregistrat
 		}
 		wh.ClientConfig = cc
 		wh.MatchConditions = []admissionregistrationv1.MatchCondition{{
-			Name:       "create-or-nodename-change",
-			Expression: `request.operation == "CREATE" || object.spec.nodeName != oldObject.spec.nodeName`,
+			Name: "create-or-immutable-field-change",
+			Expression: `request.operation == "CREATE" || object.spec.nodeName != oldObject.spec.nodeName || ` +
+				`has(object.spec.drain) != has(oldObject.spec.drain) || (has(object.spec.drain) && object.spec.drain != oldObject.spec.drain)`,
 		}}
 	}
 	return vwc, nil

@@ -59,6 +59,11 @@ const (
 	rbacPlaceholderNamespace = "system"
 )
 
+// ForceDrainRule is the grant an installation with AllowForceDrain adds to
+// the generated ClusterRole: deleting the pods a timed-out drain left, as
+// spec.drain.onTimeout Force asks.
+var ForceDrainRule = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}}
+
 // OperatorOptions describe one installation of the operator.
 type OperatorOptions struct {
 	Namespace      string
@@ -66,7 +71,11 @@ type OperatorOptions struct {
 	Replicas       int32
 	Resources      corev1.ResourceRequirements
 	MaxUnavailable string
-	ExtraArgs      []string
+	// AllowForceDrain grants the operator the deletion of pods and lets it
+	// carry out spec.drain.onTimeout Force (--allow-force-drain). Off, the
+	// webhook refuses Force and the operator has no right to delete a pod.
+	AllowForceDrain bool
+	ExtraArgs       []string
 	// WebhookURL and WebhookCABundle point the webhook at an operator that
 	// runs outside the cluster (development, or a cluster whose API server
 	// cannot reach Services). Empty: the in-cluster Service, with
@@ -116,6 +125,9 @@ func OperatorObjects(o OperatorOptions) ([]client.Object, error) {
 		return nil, err
 	}
 	clusterRole.TypeMeta, clusterRole.ObjectMeta = tm("rbac.authorization.k8s.io/v1", "ClusterRole"), meta(OperatorName, false)
+	if o.AllowForceDrain {
+		clusterRole.Rules = append(clusterRole.Rules, ForceDrainRule)
+	}
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: OperatorName, Namespace: o.Namespace}}
 
 	objs := []client.Object{
@@ -186,6 +198,9 @@ func deployment(o OperatorOptions, labels map[string]string, m metav1.ObjectMeta
 	}
 	if o.MaxUnavailable != "" {
 		args = append(args, "--max-unavailable="+o.MaxUnavailable)
+	}
+	if o.AllowForceDrain {
+		args = append(args, "--allow-force-drain")
 	}
 	args = append(args, o.ExtraArgs...)
 	resources := o.Resources

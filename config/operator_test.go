@@ -169,3 +169,30 @@ func TestOperatorRunsAsNonRootUserAndGroup(t *testing.T) {
 	}
 	t.Fatal("no Deployment in the installation")
 }
+
+// allow_force_drain is the only way the operator gets to delete pods: the
+// grant and the flag come together, and neither comes without it.
+func TestForceDrainGrantOnlyWhenAllowed(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		objs, err := OperatorObjects(OperatorOptions{AllowForceDrain: allow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deletesPods, flag := false, false
+		for _, o := range objs {
+			switch v := o.(type) {
+			case *rbacv1.ClusterRole:
+				for _, r := range v.Rules {
+					if slices.Contains(r.Resources, "pods") && slices.Contains(r.Verbs, "delete") {
+						deletesPods = true
+					}
+				}
+			case *appsv1.Deployment:
+				flag = slices.Contains(v.Spec.Template.Spec.Containers[0].Args, "--allow-force-drain")
+			}
+		}
+		if deletesPods != allow || flag != allow {
+			t.Errorf("AllowForceDrain=%v: pods delete granted %v, --allow-force-drain %v; want both %v", allow, deletesPods, flag, allow)
+		}
+	}
+}

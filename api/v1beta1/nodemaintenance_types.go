@@ -55,7 +55,99 @@ type NodeMaintenanceSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
+
+	// Drain is how the node is drained. Without it, every pod that
+	// `kubectl drain --ignore-daemonsets --delete-emptydir-data --force`
+	// would evict is evicted, and the drain waits as long as it takes. It
+	// cannot be changed after creation.
+	// +optional
+	Drain *DrainPolicy `json:"drain,omitempty"`
 }
+
+// DrainTimeoutAction is what happens when a drain's timeout expires.
+// +kubebuilder:validation:Enum=Fail;Restore;Force
+type DrainTimeoutAction string
+
+const (
+	// DrainTimeoutFail: phase Failed, the node left cordoned and tainted as it
+	// is; deleting the NodeMaintenance restores it.
+	DrainTimeoutFail DrainTimeoutAction = "Fail"
+	// DrainTimeoutRestore: phase Failed, and the node restored at once to its
+	// state from before the maintenance.
+	DrainTimeoutRestore DrainTimeoutAction = "Restore"
+	// DrainTimeoutForce: the remaining pods are deleted, bypassing their
+	// PodDisruptionBudgets (kubectl drain --disable-eviction). The operator
+	// must be installed with the right to delete pods (--allow-force-drain).
+	DrainTimeoutForce DrainTimeoutAction = "Force"
+)
+
+// DrainPolicy bounds and filters a drain. Every field is optional.
+type DrainPolicy struct {
+	// Timeout is how long the operator tries to drain the node, from the
+	// cordon; OnTimeout says what happens then. Without it the drain waits as
+	// long as it takes.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// OnTimeout is what happens when Timeout expires: Fail (the default),
+	// Restore or Force. It needs Timeout.
+	// +optional
+	OnTimeout DrainTimeoutAction `json:"onTimeout,omitempty"`
+
+	// PodSelector limits the drain to the pods it matches, like
+	// `kubectl drain --pod-selector`: the others stay on the node.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+
+	// GracePeriodSeconds overrides the pods' own termination grace period,
+	// like `kubectl drain --grace-period`. Without it each pod gets its own.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
+
+	// SkipWaitForDeleteTimeout: a pod whose deletion began longer ago than
+	// this counts as gone when the node is NotReady or unreachable, like
+	// `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance
+	// of a dead node can finish.
+	// +optional
+	SkipWaitForDeleteTimeout *metav1.Duration `json:"skipWaitForDeleteTimeout,omitempty"`
+}
+
+// DrainLabel is the pod label of Cluster API's drain rules, honoured here
+// with the same values: DrainLabelSkip pods stay on the node, and
+// DrainLabelWaitCompleted pods are not evicted but waited for until they
+// complete.
+const (
+	DrainLabel              = "cluster.x-k8s.io/drain"
+	DrainLabelSkip          = "skip"
+	DrainLabelWaitCompleted = "wait-completed"
+)
+
+// Condition types of status.conditions, kept consistent with the phase.
+const (
+	// ConditionCordoned: the node is cordoned and tainted for the maintenance.
+	ConditionCordoned = "Cordoned"
+	// ConditionLeaseHeld: the operator holds the node's lease.
+	ConditionLeaseHeld = "LeaseHeld"
+	// ConditionDrained: every pod that had to leave the node is gone.
+	ConditionDrained = "Drained"
+)
+
+// Condition reasons.
+const (
+	ReasonCordoned     = "Cordoned"
+	ReasonNotCordoned  = "NotCordoned"
+	ReasonRestored     = "Restored"
+	ReasonLeaseHeld    = "LeaseHeld"
+	ReasonLeaseNotHeld = "LeaseNotHeld"
+	ReasonDraining     = "Draining"
+	ReasonBlockedByPDB = "BlockedByPDB"
+	ReasonWaiting      = "WaitingForPods"
+	ReasonDrained      = "Drained"
+	ReasonTimedOut     = "TimedOut"
+	ReasonForced       = "Forced"
+	ReasonFailed       = "Failed"
+)
 
 // PodReference names a pod.
 type PodReference struct {
@@ -109,6 +201,14 @@ type NodeMaintenanceStatus struct {
 	// lease; more than 3 fail the maintenance.
 	// +optional
 	ErrorOnLeaseCount int `json:"errorOnLeaseCount,omitempty"`
+
+	// Conditions are Cordoned, LeaseHeld and Drained, kept consistent with
+	// the phase: `kubectl wait --for=condition=Drained` returns once the
+	// maintenance succeeded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // NodeMaintenance puts a node into maintenance: the node is cordoned, tainted and

@@ -81,6 +81,11 @@ type Options struct {
 	// the `kubernetes` Service, as on any cluster. One cluster of the machine
 	// at a time has it (see kubeproxy.go). Needs RealNodes.
 	KubeProxy bool
+	// UnmanagedNodes makes kwok manage only the nodes annotated as fake
+	// (FakeNode, AddNode), as with RealNodes: a test can then create a Node
+	// that nobody runs, a dead node whose pods stay as the API server has
+	// them.
+	UnmanagedNodes bool
 }
 
 // current is the cluster of the running test package, set by Main.
@@ -220,7 +225,7 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 		}
 		args = append(args, "--kube-audit-policy", policy)
 	}
-	if opts.RealNodes > 0 {
+	if opts.RealNodes > 0 || opts.UnmanagedNodes {
 		args = append(args, RealNodeKwokctlArgs()...)
 	}
 	if opts.KubeProxy {

@@ -21,7 +21,7 @@ import (
 var operator *testoperator.Operator
 
 func TestMain(m *testing.M) {
-	os.Exit(testcluster.Main(m, testcluster.Options{InstallCRD: true, Audit: true, Setup: func(c *testcluster.Cluster) error {
+	os.Exit(testcluster.Main(m, testcluster.Options{InstallCRD: true, Audit: true, UnmanagedNodes: true, Setup: func(c *testcluster.Cluster) error {
 		log.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
 		var err error
 		operator, err = testoperator.Start(c, defaultOptions())

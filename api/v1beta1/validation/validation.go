@@ -1,9 +1,9 @@
 // Package validation holds the rules a NodeMaintenance and the operator's
 // --max-unavailable flag must follow, for every side that checks them: the
 // operator's admission webhook and flags, and the provider's plan-time
-// checks. It imports only the standard library and k8s.io/apimachinery's
-// validation and intstr packages, so that the provider can use it without
-// linking controller-runtime.
+// checks. It imports only the standard library, k8s.io/apimachinery and
+// the API types, so that the provider can use it without linking
+// controller-runtime.
 package validation
 
 import (
@@ -12,8 +12,11 @@ import (
 	"strconv"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 )
 
 // MaxNameLength is the longest name of a Node or of a NodeMaintenance, in
@@ -77,4 +80,45 @@ func MaxUnavailableNodes(v *intstr.IntOrString, total int) (int, error) {
 		n = 1
 	}
 	return n, nil
+}
+
+// ValidateDrain checks spec.drain, with errors that name the field. Force
+// on timeout deletes pods past their PodDisruptionBudgets: allowForce says
+// whether the installation allows it (the operator's --allow-force-drain).
+func ValidateDrain(d *v1beta1.DrainPolicy, allowForce bool) error {
+	if d == nil {
+		return nil
+	}
+	var problems []string
+	if d.Timeout != nil && d.Timeout.Duration <= 0 {
+		problems = append(problems, fmt.Sprintf("spec.drain.timeout %s must be positive (e.g. 30m)", d.Timeout.Duration))
+	}
+	switch d.OnTimeout {
+	case "", v1beta1.DrainTimeoutFail, v1beta1.DrainTimeoutRestore, v1beta1.DrainTimeoutForce:
+	default:
+		problems = append(problems, fmt.Sprintf("spec.drain.onTimeout %q must be one of Fail, Restore, Force", d.OnTimeout))
+	}
+	if d.OnTimeout != "" && d.Timeout == nil {
+		problems = append(problems, fmt.Sprintf("spec.drain.onTimeout %s needs spec.drain.timeout: say how long to try before it applies", d.OnTimeout))
+	}
+	if d.OnTimeout == v1beta1.DrainTimeoutForce && !allowForce {
+		problems = append(problems, "spec.drain.onTimeout Force deletes the pods left after the timeout, bypassing their PodDisruptionBudgets, "+
+			"and this installation does not allow it: install the operator with allow_force_drain = true (nodemaintenance_operator) "+
+			"or --allow-force-drain, or choose Fail or Restore")
+	}
+	if d.PodSelector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(d.PodSelector); err != nil {
+			problems = append(problems, fmt.Sprintf("spec.drain.podSelector is not a valid label selector: %v", err))
+		}
+	}
+	if d.GracePeriodSeconds != nil && *d.GracePeriodSeconds < 0 {
+		problems = append(problems, fmt.Sprintf("spec.drain.gracePeriodSeconds %d must not be negative (0 asks for an immediate stop; leave it out for each pod's own)", *d.GracePeriodSeconds))
+	}
+	if d.SkipWaitForDeleteTimeout != nil && d.SkipWaitForDeleteTimeout.Duration <= 0 {
+		problems = append(problems, fmt.Sprintf("spec.drain.skipWaitForDeleteTimeout %s must be positive (e.g. 5m)", d.SkipWaitForDeleteTimeout.Duration))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return nil
 }

@@ -7,8 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 )
 
 func TestValidateNodeName(t *testing.T) {
@@ -96,6 +101,9 @@ func TestImportsStayLight(t *testing.T) {
 	allowed := map[string]bool{
 		"k8s.io/apimachinery/pkg/util/intstr":     true,
 		"k8s.io/apimachinery/pkg/util/validation": true,
+		"k8s.io/apimachinery/pkg/apis/meta/v1":    true,
+		// The API types, which import apimachinery only.
+		"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1": true,
 	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -115,5 +123,51 @@ func TestImportsStayLight(t *testing.T) {
 				t.Errorf("%s imports %s; this package may import only the standard library and %v", file, path, allowed)
 			}
 		}
+	}
+}
+
+func TestValidateDrain(t *testing.T) {
+	d := func(s string) *metav1.Duration {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &metav1.Duration{Duration: v}
+	}
+	ok := []*v1beta1.DrainPolicy{
+		nil,
+		{},
+		{Timeout: d("30m")},
+		{Timeout: d("30m"), OnTimeout: v1beta1.DrainTimeoutRestore},
+		{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		{GracePeriodSeconds: ptr.To[int64](0), SkipWaitForDeleteTimeout: d("5m")},
+	}
+	for _, p := range ok {
+		if err := ValidateDrain(p, false); err != nil {
+			t.Errorf("%+v refused: %v", p, err)
+		}
+	}
+	bad := []struct {
+		p          v1beta1.DrainPolicy
+		allowForce bool
+		want       string
+	}{
+		{v1beta1.DrainPolicy{Timeout: d("0s")}, false, "spec.drain.timeout"},
+		{v1beta1.DrainPolicy{Timeout: d("-1m")}, false, "must be positive"},
+		{v1beta1.DrainPolicy{OnTimeout: v1beta1.DrainTimeoutFail}, false, "needs spec.drain.timeout"},
+		{v1beta1.DrainPolicy{Timeout: d("1m"), OnTimeout: "Later"}, false, "one of Fail, Restore, Force"},
+		{v1beta1.DrainPolicy{Timeout: d("1m"), OnTimeout: v1beta1.DrainTimeoutForce}, false, "allow_force_drain"},
+		{v1beta1.DrainPolicy{PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}}, false, "spec.drain.podSelector"},
+		{v1beta1.DrainPolicy{GracePeriodSeconds: ptr.To[int64](-1)}, false, "spec.drain.gracePeriodSeconds"},
+		{v1beta1.DrainPolicy{SkipWaitForDeleteTimeout: d("0s")}, false, "spec.drain.skipWaitForDeleteTimeout"},
+	}
+	for _, tt := range bad {
+		err := ValidateDrain(&tt.p, tt.allowForce)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: error %v, want one that says %q", tt.p, err, tt.want)
+		}
+	}
+	if err := ValidateDrain(&v1beta1.DrainPolicy{Timeout: d("1m"), OnTimeout: v1beta1.DrainTimeoutForce}, true); err != nil {
+		t.Errorf("Force refused where the installation allows it: %v", err)
 	}
 }

@@ -75,6 +75,11 @@ type Options struct {
 	// short by the operator moving (another replica, or the replacement,
 	// finishes it).
 	OperatorDeployment types.NamespacedName
+	// AllowForceDrain lets a drain whose timeout expired with
+	// spec.drain.onTimeout Force delete the pods left, bypassing their
+	// PodDisruptionBudgets. The installation grants the deletion of pods
+	// only with it (nodemaintenance_operator's allow_force_drain).
+	AllowForceDrain bool
 }
 
 func (o *Options) defaults() {

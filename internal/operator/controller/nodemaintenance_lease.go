@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
@@ -35,6 +36,7 @@ func (r *NodeMaintenanceReconciler) holdLease(ctx context.Context, s *scope) (ct
 		status.Phase = nmv1beta1.MaintenanceRunning
 	}
 	status.LastError = err.Error()
+	setCondition(s, nmv1beta1.ConditionLeaseHeld, false, nmv1beta1.ReasonLeaseNotHeld, err.Error(), r.now())
 	if s.touched {
 		status.ErrorOnLeaseCount++
 	}
@@ -46,6 +48,7 @@ func (r *NodeMaintenanceReconciler) holdLease(ctx context.Context, s *scope) (ct
 		if err := r.restoreNode(ctx, s.nm, s.node.Name, s.prior); err != nil {
 			return ctrl.Result{}, err
 		}
+		setCondition(s, nmv1beta1.ConditionCordoned, false, nmv1beta1.ReasonRestored, "the node was restored when the lease could not be held", r.now())
 		return r.fail(ctx, s, fmt.Sprintf(
 			"could not hold the lease on node %s %d times in a row (last error: %v); the node was restored and the maintenance stopped. Delete this NodeMaintenance and create it again to retry",
 			s.node.Name, status.ErrorOnLeaseCount, err))
@@ -63,11 +66,15 @@ func (r *NodeMaintenanceReconciler) keepMaintenance(ctx context.Context, nm *nmv
 	if res, err := r.observe(ctx, s); ended(res, err) {
 		return res, err
 	}
-	if s.status.ErrorOnLeaseCount != 0 || s.status.LastError != "" {
-		s.status.ErrorOnLeaseCount, s.status.LastError = 0, ""
-		if err := r.writeStatus(ctx, nm, s.status); err != nil {
-			return requeueOnConflict(err)
-		}
+	s.status.ErrorOnLeaseCount, s.status.LastError = 0, ""
+	setCondition(s, nmv1beta1.ConditionLeaseHeld, true, nmv1beta1.ReasonLeaseHeld, fmt.Sprintf("the operator holds the lease of node %s", nm.Spec.NodeName), r.now())
+	if !meta.IsStatusConditionTrue(s.status.Conditions, nmv1beta1.ConditionDrained) {
+		// A maintenance that succeeded before conditions existed.
+		setCondition(s, nmv1beta1.ConditionCordoned, true, nmv1beta1.ReasonCordoned, fmt.Sprintf("node %s is cordoned and tainted for the maintenance", nm.Spec.NodeName), r.now())
+		setCondition(s, nmv1beta1.ConditionDrained, true, nmv1beta1.ReasonDrained, "every pod that had to leave the node is gone", r.now())
+	}
+	if err := r.writeStatus(ctx, nm, s.status); err != nil {
+		return requeueOnConflict(err)
 	}
 	return ctrl.Result{RequeueAfter: r.Leases.RenewInterval()}, nil
 }

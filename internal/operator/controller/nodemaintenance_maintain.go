@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -50,7 +51,11 @@ func (r *NodeMaintenanceReconciler) maintain(ctx context.Context, nm *nmv1beta1.
 	}
 	round := r.evict(ctx, s, plan)
 	recordRound(round)
+	if res, handled, err := r.onTimeout(ctx, s, round); handled {
+		return res, err
+	}
 	setRound(s.status, round)
+	setDrainConditions(s, round, r.now())
 	if err := r.writeStatus(ctx, nm, s.status); err != nil {
 		return requeueOnConflict(err)
 	}
@@ -115,7 +120,12 @@ func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.P
 	if err := r.Client.List(ctx, pods, client.MatchingFields{PodNodeNameIndex: s.node.Name}); err != nil {
 		return drain.Plan{}, fmt.Errorf("list pods on node %s: %w", s.node.Name, err)
 	}
-	plan := drain.NewPlan(pods.Items, drain.Filters(s.prior.CordonedAt, nodestate.MaintenanceTaints))
+	selected, err := r.selected(ctx, s)
+	if err != nil {
+		return drain.Plan{}, err
+	}
+	plan := drain.NewPlan(pods.Items, drain.Filters(s.prior.CordonedAt, nodestate.MaintenanceTaints, selected))
+	plan = skipDeletedOnDeadNode(plan, policy(s.nm), s.node, r.now())
 	if own := r.Options.OperatorDeployment; own.Name != "" {
 		plan = plan.EvictLast(drain.OwnedByDeployment(own.Namespace, own.Name))
 	}
@@ -140,7 +150,7 @@ func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.P
 // event, explained first by any budget an interrupted eviction holds.
 func (r *NodeMaintenanceReconciler) evict(ctx context.Context, s *scope, plan drain.Plan) drain.Round {
 	p := s.progress
-	results := drain.Evict(ctx, r.Evictor, p.notEvictedYet(plan.Evictable(), r.now()), r.Options.EvictionParallelism)
+	results := drain.Evict(ctx, r.Evictor, p.notEvictedYet(plan.Evictable(), r.now()), r.Options.EvictionParallelism, policy(s.nm).GracePeriodSeconds)
 	for _, res := range results {
 		if res.Outcome == drain.Evicted {
 			p.evicted[res.UID] = r.now()
@@ -189,6 +199,10 @@ func (r *NodeMaintenanceReconciler) afterRound(ctx context.Context, s *scope, ro
 		return ctrl.Result{RequeueAfter: r.Leases.RenewInterval()}
 	}
 	next := r.Leases.RenewInterval()
+	if deadline := drainDeadline(s); !deadline.IsZero() {
+		// Be there when spec.drain.timeout expires.
+		next = min(next, max(deadline.Sub(r.now()), time.Millisecond))
+	}
 	if round.Refused() {
 		next = min(next, s.progress.nextBlockedBackoff(r.Options))
 	} else {

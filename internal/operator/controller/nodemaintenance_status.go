@@ -33,8 +33,14 @@ func setRound(status *nmv1beta1.NodeMaintenanceStatus, round drain.Round) {
 // fail ends the maintenance as Failed with msg as its lastError, and the pass
 // with it.
 func (r *NodeMaintenanceReconciler) fail(ctx context.Context, s *scope, msg string) (ctrl.Result, error) {
+	return r.failWith(ctx, s, nmv1beta1.ReasonFailed, msg)
+}
+
+// failWith is fail with the reason of the Drained condition.
+func (r *NodeMaintenanceReconciler) failWith(ctx context.Context, s *scope, reason, msg string) (ctrl.Result, error) {
 	s.status.Phase = nmv1beta1.MaintenanceFailed
 	s.status.LastError = msg
+	setCondition(s, nmv1beta1.ConditionDrained, false, reason, boundedError(msg), r.now())
 	if err := r.writeStatus(ctx, s.nm, s.status); err != nil {
 		return requeueOnConflict(err)
 	}

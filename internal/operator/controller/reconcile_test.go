@@ -72,7 +72,7 @@ func newReconcileEnv(t *testing.T, funcs interceptor.Funcs, objs ...client.Objec
 	e.r = &NodeMaintenanceReconciler{
 		Client: c, APIReader: c, Recorder: e.recorder, Now: clock,
 		Leases: &lease.Manager{Client: c, Now: clock},
-		Evictor: drain.EvictorFunc(func(ctx context.Context, pod *corev1.Pod) error {
+		Evictor: drain.EvictorFunc(func(ctx context.Context, pod *corev1.Pod, _ *int64) error {
 			if e.evict != nil {
 				return e.evict(pod)
 			}

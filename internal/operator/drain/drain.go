@@ -20,6 +20,11 @@
 //     controller put a replacement back, forever, so it is left alone like a
 //     DaemonSet pod. Pods that were already there when the maintenance started
 //     are evicted once whatever they tolerate.
+//
+// A NodeMaintenance's spec.drain narrows them: only the pods its podSelector
+// matches leave, and Cluster API's drain label is honoured (skip: the pod
+// stays; wait-completed: the pod is not evicted, the drain waits until it
+// completes).
 package drain
 
 import (
@@ -40,6 +45,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	kubedrain "k8s.io/kubectl/pkg/drain"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 )
 
 // Reasons a pod is left on the node. Plan.SkippedSummary counts them for the
@@ -48,7 +55,14 @@ const (
 	SkipDaemonSet       = "DaemonSet pod"
 	SkipMirror          = "mirror (static) pod"
 	SkipToleratesDrain  = "created after the cordon and tolerates the maintenance taints"
+	SkipNotSelected     = "not matched by spec.drain.podSelector"
+	SkipDrainLabel      = "labelled " + nmv1beta1.DrainLabel + ": " + nmv1beta1.DrainLabelSkip
+	SkipCompleted       = "completed (" + nmv1beta1.DrainLabel + ": " + nmv1beta1.DrainLabelWaitCompleted + ")"
 	mirrorPodAnnotation = corev1.MirrorPodAnnotationKey
+
+	// waitCompletedMessage marks the pods a drain waits for without evicting
+	// them; it never reaches a user.
+	waitCompletedMessage = "wait-completed"
 )
 
 // Plan is the classification of the pods bound to a node.
@@ -63,15 +77,19 @@ type Plan struct {
 	// the operator's own, so that a drain of the node it runs on is carried
 	// to its end before it moves.
 	Last []corev1.Pod
+	// WaitCompleted are running pods labelled cluster.x-k8s.io/drain:
+	// wait-completed: never evicted, waited for until they complete.
+	WaitCompleted []corev1.Pod
 }
 
-// Pending are the pods that must still leave the node: to evict, to evict
-// last, and terminating.
+// Pending are the pods that must still leave the node (or complete): to
+// evict, to evict last, terminating, and waited for.
 func (p Plan) Pending() []corev1.Pod {
-	out := make([]corev1.Pod, 0, len(p.ToEvict)+len(p.Last)+len(p.Terminating))
+	out := make([]corev1.Pod, 0, len(p.ToEvict)+len(p.Last)+len(p.Terminating)+len(p.WaitCompleted))
 	out = append(out, p.ToEvict...)
 	out = append(out, p.Last...)
-	return append(out, p.Terminating...)
+	out = append(out, p.Terminating...)
+	return append(out, p.WaitCompleted...)
 }
 
 // EvictLast moves the pods to evict for which last is true to Last.
@@ -91,7 +109,7 @@ func (p Plan) EvictLast(last func(*corev1.Pod) bool) Plan {
 // Evictable are the pods a round may evict now: those to evict, or, once
 // none is left and none is terminating, the Last ones.
 func (p Plan) Evictable() []corev1.Pod {
-	if len(p.ToEvict) > 0 || len(p.Terminating) > 0 {
+	if len(p.ToEvict) > 0 || len(p.Terminating) > 0 || len(p.WaitCompleted) > 0 {
 		return p.ToEvict
 	}
 	return p.Last
@@ -132,13 +150,35 @@ func (p Plan) SkippedSummary() string {
 }
 
 // Filters returns the drain filters in kubectl's PodFilter form. cordonedAt is
-// when the maintenance cordoned the node (zero: not yet).
-func Filters(cordonedAt time.Time, maintenanceTaints []corev1.Taint) []kubedrain.PodFilter {
-	return []kubedrain.PodFilter{
-		daemonSetFilter,
-		mirrorPodFilter,
-		tolerantLateComerFilter(cordonedAt, maintenanceTaints),
+// when the maintenance cordoned the node (zero: not yet). selected, when not
+// nil, is spec.drain.podSelector: the pods it does not match stay.
+func Filters(cordonedAt time.Time, maintenanceTaints []corev1.Taint, selected func(*corev1.Pod) bool) []kubedrain.PodFilter {
+	filters := []kubedrain.PodFilter{daemonSetFilter, mirrorPodFilter}
+	if selected != nil {
+		filters = append(filters, func(pod corev1.Pod) kubedrain.PodDeleteStatus {
+			if selected(&pod) {
+				return kubedrain.MakePodDeleteStatusOkay()
+			}
+			return kubedrain.MakePodDeleteStatusWithWarning(false, SkipNotSelected)
+		})
 	}
+	return append(filters, drainLabelFilter, tolerantLateComerFilter(cordonedAt, maintenanceTaints))
+}
+
+// drainLabelFilter applies Cluster API's drain label: skip stays; a running
+// wait-completed pod is waited for (kept, marked for NewPlan), a completed
+// one stays.
+func drainLabelFilter(pod corev1.Pod) kubedrain.PodDeleteStatus {
+	switch pod.Labels[nmv1beta1.DrainLabel] {
+	case nmv1beta1.DrainLabelSkip:
+		return kubedrain.MakePodDeleteStatusWithWarning(false, SkipDrainLabel)
+	case nmv1beta1.DrainLabelWaitCompleted:
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			return kubedrain.MakePodDeleteStatusWithWarning(false, SkipCompleted)
+		}
+		return kubedrain.MakePodDeleteStatusWithWarning(true, waitCompletedMessage)
+	}
+	return kubedrain.MakePodDeleteStatusOkay()
 }
 
 // NewPlan classifies pods (all bound to one node).
@@ -146,23 +186,27 @@ func NewPlan(pods []corev1.Pod, filters []kubedrain.PodFilter) Plan {
 	plan := Plan{Skipped: map[types.NamespacedName]string{}}
 	for i := range pods {
 		pod := pods[i]
-		status := kubedrain.MakePodDeleteStatusOkay()
+		status, waitCompleted := kubedrain.MakePodDeleteStatusOkay(), false
 		for _, f := range filters {
 			if status = f(pod); !status.Delete {
 				break
 			}
+			waitCompleted = waitCompleted || status.Message == waitCompletedMessage
 		}
 		switch {
 		case !status.Delete:
 			plan.Skipped[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] = status.Message
 		case pod.DeletionTimestamp != nil:
 			plan.Terminating = append(plan.Terminating, pod)
+		case waitCompleted:
+			plan.WaitCompleted = append(plan.WaitCompleted, pod)
 		default:
 			plan.ToEvict = append(plan.ToEvict, pod)
 		}
 	}
 	sortPods(plan.ToEvict)
 	sortPods(plan.Terminating)
+	sortPods(plan.WaitCompleted)
 	return plan
 }
 
@@ -228,23 +272,30 @@ type EvictionResult struct {
 	Err     error
 }
 
-// Evictor evicts one pod. Implementations make exactly one API call.
+// Evictor evicts one pod. Implementations make exactly one API call. grace,
+// when set, overrides the pod's termination grace period (in seconds).
 type Evictor interface {
-	Evict(ctx context.Context, pod *corev1.Pod) error
+	Evict(ctx context.Context, pod *corev1.Pod, grace *int64) error
 }
 
 // EvictorFunc adapts a function to Evictor.
-type EvictorFunc func(ctx context.Context, pod *corev1.Pod) error
+type EvictorFunc func(ctx context.Context, pod *corev1.Pod, grace *int64) error
 
 // Evict calls f.
-func (f EvictorFunc) Evict(ctx context.Context, pod *corev1.Pod) error { return f(ctx, pod) }
+func (f EvictorFunc) Evict(ctx context.Context, pod *corev1.Pod, grace *int64) error {
+	return f(ctx, pod, grace)
+}
 
 // KubectlEvictor evicts through kubectl's drain helper (policy/v1 Eviction,
-// the pod's own grace period), so the API calls are the same as `kubectl drain`.
+// the pod's own grace period unless grace is set, as `kubectl drain
+// --grace-period`), so the API calls are the same as `kubectl drain`.
 func KubectlEvictor(helper *kubedrain.Helper) Evictor {
-	return EvictorFunc(func(ctx context.Context, pod *corev1.Pod) error {
+	return EvictorFunc(func(ctx context.Context, pod *corev1.Pod, grace *int64) error {
 		h := *helper
 		h.Ctx = ctx
+		if grace != nil {
+			h.GracePeriodSeconds = int(*grace)
+		}
 		return h.EvictPod(*pod, policyv1.SchemeGroupVersion)
 	})
 }
@@ -253,7 +304,8 @@ func KubectlEvictor(helper *kubedrain.Helper) Evictor {
 const callTimeout = 15 * time.Second
 
 // Evict makes one eviction call for each pod, at most parallel at a time,
-// and returns the results sorted by pod. It never sleeps or retries: a
+// with the grace period override grace (nil: each pod's own), and returns
+// the results sorted by pod. It never sleeps or retries: a
 // blocked pod is data for the caller, which retries when the PDB allows.
 //
 // A call that has started is not cancelled with ctx (only bounded by
@@ -262,7 +314,7 @@ const callTimeout = 15 * time.Second
 // budget's disruptedPods for DisruptedPodTimeout (see InterruptedEviction),
 // blocking the next eviction. Shutdown waits for the
 // in-flight calls instead; calls not yet started are skipped.
-func Evict(ctx context.Context, evictor Evictor, pods []corev1.Pod, parallel int) []EvictionResult {
+func Evict(ctx context.Context, evictor Evictor, pods []corev1.Pod, parallel int, grace *int64) []EvictionResult {
 	if parallel < 1 {
 		parallel = 1
 	}
@@ -281,7 +333,7 @@ func Evict(ctx context.Context, evictor Evictor, pods []corev1.Pod, parallel int
 			}
 			callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 			defer cancel()
-			results[i] = classify(pod, evictor.Evict(callCtx, pod))
+			results[i] = classify(pod, evictor.Evict(callCtx, pod, grace))
 		}(i)
 	}
 	wg.Wait()

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 )
 
 var taints = []corev1.Taint{
@@ -90,7 +92,7 @@ func TestPlanClassifiesPods(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plan := NewPlan([]corev1.Pod{tt.pod}, Filters(cordonedAt, taints))
+			plan := NewPlan([]corev1.Pod{tt.pod}, Filters(cordonedAt, taints, nil))
 			got := ""
 			switch {
 			case len(plan.ToEvict) == 1:
@@ -108,7 +110,7 @@ func TestPlanClassifiesPods(t *testing.T) {
 }
 
 func TestPlanIsSortedAndPendingIncludesTerminating(t *testing.T) {
-	plan := NewPlan([]corev1.Pod{pod("c"), pod("a"), pod("b", terminating), pod("d", ownedBy("DaemonSet", "apps/v1"))}, Filters(time.Time{}, taints))
+	plan := NewPlan([]corev1.Pod{pod("c"), pod("a"), pod("b", terminating), pod("d", ownedBy("DaemonSet", "apps/v1"))}, Filters(time.Time{}, taints, nil))
 	if got := names(plan.ToEvict); fmt.Sprint(got) != "[a c]" {
 		t.Fatalf("to evict %v", got)
 	}
@@ -128,11 +130,11 @@ func TestEvictClassifiesAPIAnswers(t *testing.T) {
 		"broken":  errors.New("connection reset"),
 	}
 	var calls atomic.Int32
-	evictor := EvictorFunc(func(_ context.Context, p *corev1.Pod) error {
+	evictor := EvictorFunc(func(_ context.Context, p *corev1.Pod, _ *int64) error {
 		calls.Add(1)
 		return answers[p.Name]
 	})
-	results := Evict(context.Background(), evictor, []corev1.Pod{pod("ok"), pod("gone"), pod("blocked"), pod("broken")}, 2)
+	results := Evict(context.Background(), evictor, []corev1.Pod{pod("ok"), pod("gone"), pod("blocked"), pod("broken")}, 2, nil)
 	if calls.Load() != 4 {
 		t.Fatalf("%d eviction calls, want exactly one per pod", calls.Load())
 	}
@@ -157,14 +159,14 @@ func TestEvictFinishesInFlightCallsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
 	var calls atomic.Int32
-	evictor := EvictorFunc(func(callCtx context.Context, p *corev1.Pod) error {
+	evictor := EvictorFunc(func(callCtx context.Context, p *corev1.Pod, _ *int64) error {
 		calls.Add(1)
 		close(started)
 		time.Sleep(50 * time.Millisecond) // the pass is cancelled meanwhile
 		return callCtx.Err()
 	})
 	go func() { <-started; cancel() }()
-	results := Evict(ctx, evictor, []corev1.Pod{pod("a"), pod("b")}, 1)
+	results := Evict(ctx, evictor, []corev1.Pod{pod("a"), pod("b")}, 1, nil)
 	if calls.Load() != 1 {
 		t.Fatalf("%d calls, want only the one in flight", calls.Load())
 	}
@@ -268,4 +270,65 @@ func TestEvictLast(t *testing.T) {
 	if len(plan.Evictable()) != 1 || plan.Evictable()[0].Name != self.Name {
 		t.Fatalf("alone on the node: evictable %v, want the operator's pod", plan.Evictable())
 	}
+}
+
+func drainLabel(v string) podOpt {
+	return func(p *corev1.Pod) { p.Labels = map[string]string{nmv1beta1.DrainLabel: v} }
+}
+
+// spec.drain.podSelector and Cluster API's drain label: what stays, what is
+// evicted, what is waited for, and that the operator's own pods wait for
+// the waited-for ones.
+func TestPlanSelectorAndDrainLabel(t *testing.T) {
+	selected := func(p *corev1.Pod) bool { return p.Name != "other" }
+	pods := []corev1.Pod{
+		pod("web"),
+		pod("other"),
+		pod("cache", drainLabel(nmv1beta1.DrainLabelSkip)),
+		pod("job", drainLabel(nmv1beta1.DrainLabelWaitCompleted)),
+		pod("done", drainLabel(nmv1beta1.DrainLabelWaitCompleted), phase(corev1.PodSucceeded)),
+		pod("quitting", drainLabel(nmv1beta1.DrainLabelWaitCompleted), terminating),
+		pod("ds", ownedBy("DaemonSet", "apps/v1")),
+		pod("self"),
+	}
+	plan := NewPlan(pods, Filters(time.Time{}, taints, selected)).EvictLast(func(p *corev1.Pod) bool { return p.Name == "self" })
+	names := func(pods []corev1.Pod) string { return strings.Join(podNames(pods), ",") }
+	if got := names(plan.ToEvict); got != "web" {
+		t.Errorf("ToEvict %s, want web", got)
+	}
+	if got := names(plan.WaitCompleted); got != "job" {
+		t.Errorf("WaitCompleted %s, want job", got)
+	}
+	if got := names(plan.Terminating); got != "quitting" {
+		t.Errorf("Terminating %s, want quitting", got)
+	}
+	want := map[string]string{"other": SkipNotSelected, "cache": SkipDrainLabel, "done": SkipCompleted, "ds": SkipDaemonSet}
+	if len(plan.Skipped) != len(want) {
+		t.Errorf("Skipped %v, want %v", plan.Skipped, want)
+	}
+	for name, reason := range want {
+		if got := plan.Skipped[types.NamespacedName{Namespace: "ns", Name: name}]; got != reason {
+			t.Errorf("pod %s skipped as %q, want %q", name, got, reason)
+		}
+	}
+	if got := names(plan.Pending()); got != "web,self,quitting,job" {
+		t.Errorf("Pending %s, want web,self,quitting,job", got)
+	}
+	// Once only the waited-for pod is left, the operator's pod still waits.
+	plan.ToEvict, plan.Terminating = nil, nil
+	if got := names(plan.Evictable()); got != "" {
+		t.Errorf("Evictable %s while a wait-completed pod runs, want none", got)
+	}
+	plan.WaitCompleted = nil
+	if got := names(plan.Evictable()); got != "self" {
+		t.Errorf("Evictable %s once nothing else is left, want self", got)
+	}
+}
+
+func podNames(pods []corev1.Pod) []string {
+	out := make([]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
 }

@@ -30,7 +30,7 @@ func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Opt
 	if err := addReconciler(ctx, mgr, cfg, o); err != nil {
 		return err
 	}
-	validating, err := addValidator(mgr, maxUnavailable, certsReady)
+	validating, err := addValidator(mgr, maxUnavailable, o.Controller.AllowForceDrain, certsReady)
 	if err != nil {
 		return err
 	}
@@ -64,8 +64,8 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 // be registered before), on every replica: the API server sends admission
 // requests to any ready pod behind the Service, leader or not. The channel
 // it returns is closed once the webhook is registered.
-func addValidator(mgr ctrl.Manager, maxUnavailable *intstr.IntOrString, certsReady <-chan struct{}) (<-chan struct{}, error) {
-	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), MaxUnavailable: maxUnavailable}
+func addValidator(mgr ctrl.Manager, maxUnavailable *intstr.IntOrString, allowForceDrain bool, certsReady <-chan struct{}) (<-chan struct{}, error) {
+	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), MaxUnavailable: maxUnavailable, AllowForceDrain: allowForceDrain}
 	registered := make(chan struct{})
 	return registered, mgr.Add(everyReplica(func(ctx context.Context) error {
 		select {

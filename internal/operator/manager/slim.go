@@ -7,12 +7,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 )
 
 // SlimPod is the pod cache's transform. Every pod of the cluster is cached,
 // so it keeps only what the drain plan, the evictions and the status read:
 // identity, creation and deletion times, the controller's kind, the mirror
-// pod annotation, node, tolerations and phase. Labels, other annotations,
+// pod annotation, Cluster API's drain label, node, tolerations and phase.
+// Other labels, other annotations,
 // other owners, containers, volumes, conditions and managed fields are
 // dropped. Strings and values that many pods share (namespace, node name,
 // owner kind and API version, tolerations) are stored once, so that the
@@ -29,6 +32,12 @@ func SlimPod(obj any) (any, error) {
 	var annotations map[string]string
 	if v, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
 		annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}
+	}
+	// Of the labels, only Cluster API's drain label, which the drain reads
+	// (spec.drain.podSelector is matched by the API server).
+	var labels map[string]string
+	if v, ok := pod.Labels[nmv1beta1.DrainLabel]; ok {
+		labels = map[string]string{nmv1beta1.DrainLabel: intern(v)}
 	}
 	var owners []metav1.OwnerReference
 	if ref := metav1.GetControllerOf(pod); ref != nil {
@@ -50,6 +59,7 @@ func SlimPod(obj any) (any, error) {
 			CreationTimestamp:          pod.CreationTimestamp,
 			DeletionTimestamp:          pod.DeletionTimestamp,
 			DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
+			Labels:                     labels,
 			Annotations:                annotations,
 			OwnerReferences:            owners,
 		},

@@ -71,7 +71,7 @@ func TestSlimPodKeepsWhatTheDrainReads(t *testing.T) {
 		}
 		slim = append(slim, s)
 	}
-	filters := drain.Filters(cordoned, nodestate.MaintenanceTaints)
+	filters := drain.Filters(cordoned, nodestate.MaintenanceTaints, nil)
 	want, got := drain.NewPlan(pods, filters), drain.NewPlan(slim, filters)
 	names := func(ps []corev1.Pod) (n []string) {
 		for _, p := range ps {

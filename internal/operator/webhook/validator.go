@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,6 +45,9 @@ type Validator struct {
 	// once: a count ("2") or a percentage of all nodes ("20%", rounded down,
 	// at least one).
 	MaxUnavailable *intstr.IntOrString
+	// AllowForceDrain admits spec.drain.onTimeout Force: the installation
+	// granted the operator the deletion of pods (--allow-force-drain).
+	AllowForceDrain bool
 	// Now is the clock, for tests.
 	Now func() time.Time
 
@@ -77,6 +81,9 @@ func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 
 func (v *Validator) validateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (admission.Warnings, error) {
 	if err := validation.ValidateNodeName(nm.Spec.NodeName); err != nil {
+		return nil, err
+	}
+	if err := validation.ValidateDrain(nm.Spec.Drain, v.AllowForceDrain); err != nil {
 		return nil, err
 	}
 	node := &corev1.Node{}
@@ -133,10 +140,16 @@ func (v *Validator) admissions() *ledger.Ledger {
 	return &ledger.Ledger{Reader: v.Reader, Writer: v.Writer}
 }
 
-// ValidateUpdate refuses a change of spec.nodeName.
+// ErrDrainImmutable is the refusal of an update that changes spec.drain.
+const ErrDrainImmutable = "spec.drain cannot be changed after creation: delete the NodeMaintenance (which restores the node) and create another with the new drain policy"
+
+// ValidateUpdate refuses a change of spec.nodeName or spec.drain.
 func (v *Validator) ValidateUpdate(_ context.Context, oldNM, newNM *nmv1beta1.NodeMaintenance) (admission.Warnings, error) {
 	if oldNM.Spec.NodeName != newNM.Spec.NodeName {
 		return nil, fmt.Errorf("%s", ErrNodeNameImmutable)
+	}
+	if !equality.Semantic.DeepEqual(oldNM.Spec.Drain, newNM.Spec.Drain) {
+		return nil, fmt.Errorf("%s", ErrDrainImmutable)
 	}
 	return nil, nil
 }

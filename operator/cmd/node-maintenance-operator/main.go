@@ -34,6 +34,7 @@ func main() {
 	flag.StringVar(&o.WebhookSecretName, "webhook-secret-name", manager.DefaultWebhookSecretName, "Secret holding the in-cluster webhook certificates; empty: certificates come from --webhook-cert-dir.")
 	flag.StringVar(&o.LocalWebhookURL, "local-webhook-url", "", "Run out of cluster: serve the webhook at this URL (e.g. https://127.0.0.1:9443) with a private CA and install a ValidatingWebhookConfiguration pointing at it.")
 	flag.BoolVar(&o.InstallCRD, "install-crd", false, "Create or update the NodeMaintenance CRD at start.")
+	flag.BoolVar(&o.Controller.AllowForceDrain, "allow-force-drain", false, "Admit spec.drain.onTimeout Force and carry it out: delete the pods left when a drain times out, bypassing their PodDisruptionBudgets. Needs the delete permission on pods.")
 	flag.StringVar(&o.MaxUnavailable, "max-unavailable", "", "Most nodes in maintenance at once, as a count (2) or a percentage of all nodes (20%); empty: no limit.")
 	flag.DurationVar(&o.LeaseDuration, "lease-duration", lease.DefaultDuration, "Duration of the node leases; they are renewed every third of it.")
 	flag.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "NodeMaintenances worked on at once.")

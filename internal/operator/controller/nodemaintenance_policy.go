@@ -1,0 +1,226 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
+)
+
+// Event reasons of spec.drain.
+const (
+	ReasonDrainTimedOut = "DrainTimedOut"
+	ReasonForcedDelete  = "ForcedDeletion"
+)
+
+// policy is spec.drain, never nil.
+func policy(nm *nmv1beta1.NodeMaintenance) nmv1beta1.DrainPolicy {
+	if nm.Spec.Drain == nil {
+		return nmv1beta1.DrainPolicy{}
+	}
+	return *nm.Spec.Drain
+}
+
+// selected returns spec.drain.podSelector as a test of the node's pods, or
+// nil without one. The slim pod cache keeps no labels, so the pods it
+// matches are listed from the API server, which applies the selector.
+func (r *NodeMaintenanceReconciler) selected(ctx context.Context, s *scope) (func(*corev1.Pod) bool, error) {
+	sel := policy(s.nm).PodSelector
+	if sel == nil {
+		return nil, nil
+	}
+	selector, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return nil, fmt.Errorf("spec.drain.podSelector of NodeMaintenance %s: %w", s.nm.Name, err)
+	}
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.MatchingLabelsSelector{Selector: selector}, client.MatchingFields{"spec.nodeName": s.node.Name}); err != nil {
+		return nil, fmt.Errorf("list the pods of node %s that spec.drain.podSelector matches: %w", s.node.Name, err)
+	}
+	match := make(map[types.UID]bool, len(pods.Items))
+	for i := range pods.Items {
+		match[pods.Items[i].UID] = true
+	}
+	return func(p *corev1.Pod) bool { return match[p.UID] }, nil
+}
+
+// skipDeletedOnDeadNode applies spec.drain.skipWaitForDeleteTimeout: on a
+// node that is not Ready, a terminating pod whose deletion was due more than
+// the timeout ago counts as gone (its kubelet cannot confirm it).
+func skipDeletedOnDeadNode(plan drain.Plan, p nmv1beta1.DrainPolicy, node *corev1.Node, now time.Time) drain.Plan {
+	if p.SkipWaitForDeleteTimeout == nil || nodeReady(node) {
+		return plan
+	}
+	timeout := p.SkipWaitForDeleteTimeout.Duration
+	kept := plan.Terminating[:0:0]
+	for _, pod := range plan.Terminating {
+		if pod.DeletionTimestamp != nil && now.Sub(pod.DeletionTimestamp.Time) > timeout {
+			plan.Skipped[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] =
+				fmt.Sprintf("deleted more than %s ago on a node that is not Ready (spec.drain.skipWaitForDeleteTimeout)", timeout)
+			continue
+		}
+		kept = append(kept, pod)
+	}
+	plan.Terminating = kept
+	return plan
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// drainDeadline is when spec.drain.timeout expires, counted from the cordon;
+// zero without a timeout.
+func drainDeadline(s *scope) time.Time {
+	p := policy(s.nm)
+	if p.Timeout == nil {
+		return time.Time{}
+	}
+	start := s.prior.CordonedAt
+	if start.IsZero() {
+		start = s.nm.CreationTimestamp.Time
+	}
+	return start.Add(p.Timeout.Duration)
+}
+
+// onTimeout carries out spec.drain.onTimeout once the drain's deadline has
+// passed with pods still to go. Fail and Restore end the maintenance; Force
+// deletes what is left and lets the drain finish. It returns handled=false
+// before the deadline, or when nothing is left.
+func (r *NodeMaintenanceReconciler) onTimeout(ctx context.Context, s *scope, round drain.Round) (res ctrl.Result, handled bool, err error) {
+	deadline := drainDeadline(s)
+	if deadline.IsZero() || round.Done() || r.now().Before(deadline) {
+		return ctrl.Result{}, false, nil
+	}
+	p := policy(s.nm)
+	timeout := p.Timeout.Duration
+	action := p.OnTimeout
+	if action == "" {
+		action = nmv1beta1.DrainTimeoutFail
+	}
+	left := round.Message()
+	if left == "" {
+		left = fmt.Sprintf("%d pods still had to leave", len(round.Pending))
+	}
+	switch {
+	case action == nmv1beta1.DrainTimeoutForce && !r.Options.AllowForceDrain:
+		msg := fmt.Sprintf("the drain of node %s timed out after %s (spec.drain.timeout) and spec.drain.onTimeout is Force, "+
+			"but this operator is not allowed to delete pods (install it with allow_force_drain = true, or --allow-force-drain); "+
+			"the node is left cordoned and tainted, and deleting this NodeMaintenance restores it. Left on the node: %s", s.node.Name, timeout, left)
+		res, err := r.failWith(ctx, s, nmv1beta1.ReasonTimedOut, msg)
+		return res, true, err
+	case action == nmv1beta1.DrainTimeoutForce:
+		return r.force(ctx, s, round, timeout)
+	case action == nmv1beta1.DrainTimeoutRestore:
+		if err := r.restoreNode(ctx, s.nm, s.node.Name, s.prior); err != nil {
+			return ctrl.Result{}, true, err
+		}
+		if err := r.Leases.Release(ctx, s.node.Name); err != nil {
+			return ctrl.Result{}, true, err
+		}
+		setCondition(s, nmv1beta1.ConditionCordoned, false, nmv1beta1.ReasonRestored, "the node was restored when the drain timed out", r.now())
+		setCondition(s, nmv1beta1.ConditionLeaseHeld, false, nmv1beta1.ReasonRestored, "the lease was released when the node was restored", r.now())
+		msg := fmt.Sprintf("the drain of node %s timed out after %s (spec.drain.timeout); the node was restored to its state from before "+
+			"the maintenance (spec.drain.onTimeout Restore). Left on the node at the timeout: %s", s.node.Name, timeout, left)
+		res, err := r.failWith(ctx, s, nmv1beta1.ReasonTimedOut, msg)
+		return res, true, err
+	default:
+		msg := fmt.Sprintf("the drain of node %s timed out after %s (spec.drain.timeout); the node is left cordoned and tainted "+
+			"(spec.drain.onTimeout Fail), and deleting this NodeMaintenance restores it. Left on the node: %s", s.node.Name, timeout, left)
+		res, err := r.failWith(ctx, s, nmv1beta1.ReasonTimedOut, msg)
+		return res, true, err
+	}
+}
+
+// force deletes the pods the round left that are not terminating yet,
+// bypassing their PodDisruptionBudgets, with an event on the pod, the node
+// and the NodeMaintenance for each. The drain then waits for them as for
+// any terminating pod.
+func (r *NodeMaintenanceReconciler) force(ctx context.Context, s *scope, round drain.Round, timeout time.Duration) (ctrl.Result, bool, error) {
+	grace := policy(s.nm).GracePeriodSeconds
+	deleted := 0
+	for i := range round.Pending {
+		pod := &round.Pending[i]
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID}}
+		if grace != nil {
+			opts = append(opts, client.GracePeriodSeconds(*grace))
+		}
+		err := r.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}, opts...)
+		switch {
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			continue // gone, or another pod by that name
+		case err != nil:
+			return ctrl.Result{}, true, fmt.Errorf("delete pod %s/%s after the drain of node %s timed out (spec.drain.onTimeout Force): %w", pod.Namespace, pod.Name, s.node.Name, err)
+		}
+		deleted++
+		note := fmt.Sprintf("Pod %s/%s deleted, bypassing its PodDisruptionBudgets: the drain of node %s timed out after %s and NodeMaintenance %s asks for Force",
+			pod.Namespace, pod.Name, s.node.Name, timeout, s.nm.Name)
+		r.Recorder.Eventf(pod, s.nm, corev1.EventTypeWarning, ReasonForcedDelete, "Delete", "%s", note)
+		// Related to the pod: events of one object with the same reason and
+		// related object are merged into one series.
+		r.Recorder.Eventf(s.node, pod, corev1.EventTypeWarning, ReasonForcedDelete, "Delete", "%s", note)
+		r.Recorder.Eventf(s.nm, pod, corev1.EventTypeWarning, ReasonForcedDelete, "Delete", "%s", note)
+	}
+	if deleted > 0 {
+		setCondition(s, nmv1beta1.ConditionDrained, false, nmv1beta1.ReasonForced,
+			fmt.Sprintf("the drain timed out after %s; the pods left are deleted past their PodDisruptionBudgets (spec.drain.onTimeout Force)", timeout), r.now())
+		if err := r.writeStatus(ctx, s.nm, s.status); err != nil {
+			res, err := requeueOnConflict(err)
+			return res, true, err
+		}
+		return ctrl.Result{RequeueAfter: evictedRecently}, true, nil
+	}
+	return ctrl.Result{}, false, nil
+}
+
+// setCondition sets one of status.conditions, stamped with the
+// NodeMaintenance's generation; its transition time changes only with its
+// status.
+func setCondition(s *scope, typ string, status bool, reason, message string, now time.Time) {
+	c := metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: message, ObservedGeneration: s.nm.Generation, LastTransitionTime: metav1.NewTime(now)}
+	if status {
+		c.Status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&s.status.Conditions, c)
+}
+
+// setDrainConditions sets the conditions after a drain round: cordoned,
+// lease held, and drained or why not yet.
+func setDrainConditions(s *scope, round drain.Round, now time.Time) {
+	setCondition(s, nmv1beta1.ConditionCordoned, true, nmv1beta1.ReasonCordoned, fmt.Sprintf("node %s is cordoned and tainted for the maintenance", s.nm.Spec.NodeName), now)
+	setCondition(s, nmv1beta1.ConditionLeaseHeld, true, nmv1beta1.ReasonLeaseHeld, fmt.Sprintf("the operator holds the lease of node %s", s.nm.Spec.NodeName), now)
+	forced := meta.IsStatusConditionPresentAndEqual(s.status.Conditions, nmv1beta1.ConditionDrained, metav1.ConditionFalse) &&
+		meta.FindStatusCondition(s.status.Conditions, nmv1beta1.ConditionDrained).Reason == nmv1beta1.ReasonForced
+	switch {
+	case round.Done() && forced:
+		setCondition(s, nmv1beta1.ConditionDrained, true, nmv1beta1.ReasonForced, "drained: the pods left at the timeout were deleted past their PodDisruptionBudgets", now)
+	case round.Done():
+		setCondition(s, nmv1beta1.ConditionDrained, true, nmv1beta1.ReasonDrained, "every pod that had to leave the node is gone", now)
+	case forced:
+		// Keep saying so while the deleted pods terminate.
+	case round.Refused():
+		setCondition(s, nmv1beta1.ConditionDrained, false, nmv1beta1.ReasonBlockedByPDB, round.Message(), now)
+	case len(round.Plan.ToEvict) == 0 && len(round.Plan.Last) == 0:
+		setCondition(s, nmv1beta1.ConditionDrained, false, nmv1beta1.ReasonWaiting, fmt.Sprintf("waiting for %d pods to terminate or complete", len(round.Pending)), now)
+	default:
+		setCondition(s, nmv1beta1.ConditionDrained, false, nmv1beta1.ReasonDraining, fmt.Sprintf("%d pods still to leave the node", len(round.Pending)), now)
+	}
+}
