@@ -2,7 +2,9 @@ package provider
 
 import (
 	"context"
+	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -11,6 +13,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 )
@@ -33,6 +37,7 @@ type nodeMaintenanceListModel struct {
 	ID           types.String `tfsdk:"id"`
 	Phase        types.String `tfsdk:"phase"`
 	NodeName     types.String `tfsdk:"node_name"`
+	Condition    types.String `tfsdk:"condition"`
 	Items        types.List   `tfsdk:"items"`
 	Names        types.List   `tfsdk:"names"`
 	AllSucceeded types.Bool   `tfsdk:"all_succeeded"`
@@ -46,7 +51,7 @@ func (d *NodeMaintenanceListDataSource) Metadata(_ context.Context, req datasour
 // Schema of the nodemaintenance_list data source.
 func (d *NodeMaintenanceListDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase or one node, " +
+		MarkdownDescription: "Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase, one node or one condition, " +
 			"so that a CI pipeline can gate on maintenance phases without owning the resources.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "A fixed identifier of the listing."},
@@ -55,6 +60,11 @@ func (d *NodeMaintenanceListDataSource) Schema(_ context.Context, _ datasource.S
 				Validators: []validator.String{stringvalidator.OneOf(string(nmv1beta1.MaintenanceRunning),
 					string(nmv1beta1.MaintenanceSucceeded), string(nmv1beta1.MaintenanceFailed))}},
 			"node_name": schema.StringAttribute{Optional: true, MarkdownDescription: "Only the NodeMaintenance of this node."},
+			"condition": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Only NodeMaintenances with this condition, as `kubectl wait --for=condition=` takes it: `Drained` " +
+					"(status `True`) or `TYPE=STATUS`, e.g. `Drained=False`, `LeaseHeld=True`. The types are `Cordoned`, `LeaseHeld` and `Drained`.",
+				Validators: []validator.String{stringvalidator.RegexMatches(conditionFilterPattern,
+					"must be a condition type (Cordoned, LeaseHeld, Drained), optionally followed by =True, =False or =Unknown")}},
 			"items": schema.ListAttribute{Computed: true, ElementType: types.ObjectType{AttrTypes: nodeMaintenanceAttrTypes},
 				MarkdownDescription: "The NodeMaintenances, sorted by name, each with `name`, `node_name`, `reason` and every status attribute of the `nodemaintenance` data source."},
 			"names": schema.ListAttribute{Computed: true, ElementType: types.StringType,
@@ -93,6 +103,9 @@ func (d *NodeMaintenanceListDataSource) Read(ctx context.Context, req datasource
 		if !m.NodeName.IsNull() && nm.Spec.NodeName != m.NodeName.ValueString() {
 			continue
 		}
+		if !m.Condition.IsNull() && !hasCondition(nm, m.Condition.ValueString()) {
+			continue
+		}
 		obj, diags := objectFrom(ctx, nm)
 		resp.Diagnostics.Append(diags...)
 		items = append(items, obj)
@@ -107,4 +120,23 @@ func (d *NodeMaintenanceListDataSource) Read(ctx context.Context, req datasource
 	m.Items, m.Names = itemList, nameList
 	m.AllSucceeded = types.BoolValue(len(names) > 0 && allSucceeded)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// conditionFilterPattern is the condition filter: TYPE or TYPE=STATUS.
+var conditionFilterPattern = regexp.MustCompile(`^(` + nmv1beta1.ConditionCordoned + `|` + nmv1beta1.ConditionLeaseHeld + `|` +
+	nmv1beta1.ConditionDrained + `)(=(True|False|Unknown))?$`)
+
+// hasCondition reports whether nm has the condition of filter (TYPE, meaning
+// TYPE=True, or TYPE=STATUS). A condition that is not set matches only
+// TYPE=Unknown.
+func hasCondition(nm *nmv1beta1.NodeMaintenance, filter string) bool {
+	typ, status, ok := strings.Cut(filter, "=")
+	if !ok {
+		status = string(metav1.ConditionTrue)
+	}
+	c := meta.FindStatusCondition(nm.Status.Conditions, typ)
+	if c == nil {
+		return status == string(metav1.ConditionUnknown)
+	}
+	return string(c.Status) == status
 }

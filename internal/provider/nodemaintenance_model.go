@@ -35,9 +35,14 @@ type statusModel struct {
 	LastError         types.String `tfsdk:"last_error"`
 	ErrorOnLeaseCount types.Int64  `tfsdk:"error_on_lease_count"`
 	LastUpdate        types.String `tfsdk:"last_update"`
+	Conditions        types.List   `tfsdk:"conditions"`
 }
 
 var podRefType = types.ObjectType{AttrTypes: map[string]attr.Type{"namespace": types.StringType, "name": types.StringType}}
+
+var conditionType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"type": types.StringType, "status": types.StringType, "reason": types.StringType, "message": types.StringType, "last_transition_time": types.StringType,
+}}
 
 // statusAttributes are the status attributes of the resource and the data
 // sources, in the order of NodeMaintenanceStatus.
@@ -58,6 +63,10 @@ var statusAttributes = []statusAttribute{
 	int64Status("error_on_lease_count",
 		fmt.Sprintf("Consecutive failures to hold the node lease; more than %d fail the maintenance.", nmv1beta1.MaxLeaseErrors),
 		func(s nmv1beta1.NodeMaintenanceStatus) int { return s.ErrorOnLeaseCount }),
+	listStatus("conditions", "The operator's conditions, consistent with `phase`: `Cordoned`, `LeaseHeld` and `Drained` (`True` exactly when "+
+		"the phase is `Succeeded`; while `False`, its reason says why: `Draining`, `BlockedByPDB`, `WaitingForPods`, `TimedOut`, `Forced`, `Failed`). "+
+		"Each has `type`, `status` (`True`, `False`, `Unknown`), `reason`, `message` and `last_transition_time` (RFC 3339).",
+		conditionType, conditions),
 }
 
 // statusAttribute is one status attribute: its name and type, its schema
@@ -148,6 +157,22 @@ func pendingPodRefs(_ context.Context, s nmv1beta1.NodeMaintenanceStatus) (attr.
 		refs = append(refs, obj)
 	}
 	list, d := types.ListValue(podRefType, refs)
+	diags.Append(d...)
+	return list, diags
+}
+
+func conditions(_ context.Context, s nmv1beta1.NodeMaintenanceStatus) (attr.Value, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	out := make([]attr.Value, 0, len(s.Conditions))
+	for _, c := range s.Conditions {
+		obj, d := types.ObjectValue(conditionType.AttrTypes, map[string]attr.Value{
+			"type": types.StringValue(c.Type), "status": types.StringValue(string(c.Status)), "reason": types.StringValue(c.Reason),
+			"message": types.StringValue(c.Message), "last_transition_time": types.StringValue(c.LastTransitionTime.UTC().Format(time.RFC3339)),
+		})
+		diags.Append(d...)
+		out = append(out, obj)
+	}
+	list, d := types.ListValue(conditionType, out)
 	diags.Append(d...)
 	return list, diags
 }

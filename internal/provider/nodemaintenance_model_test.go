@@ -24,6 +24,8 @@ func TestStatusFromReadsEveryAttribute(t *testing.T) {
 		LastUpdate:      metav1.NewTime(time.Date(2026, 12, 3, 10, 0, 0, 0, time.FixedZone("CET", 3600))),
 		PendingPods:     []string{"web-1"},
 		PendingPodsRefs: []nmv1beta1.PodReference{{Namespace: "shop", Name: "web-1"}},
+		Conditions: []metav1.Condition{{Type: nmv1beta1.ConditionDrained, Status: metav1.ConditionFalse, Reason: nmv1beta1.ReasonBlockedByPDB,
+			Message: "pdb blocks eviction", LastTransitionTime: metav1.NewTime(time.Date(2026, 12, 3, 9, 30, 0, 0, time.UTC))}},
 	}
 	m, diags := statusFrom(ctx, s)
 	if diags.HasError() {
@@ -37,6 +39,10 @@ func TestStatusFromReadsEveryAttribute(t *testing.T) {
 		TotalPods:       types.Int64Value(4), EvictionPods: types.Int64Value(2),
 		LastError:         types.StringValue("pdb blocks eviction"),
 		ErrorOnLeaseCount: types.Int64Value(1), LastUpdate: types.StringValue("2026-12-03T09:00:00Z"),
+		Conditions: types.ListValueMust(conditionType, []attr.Value{types.ObjectValueMust(conditionType.AttrTypes, map[string]attr.Value{
+			"type": types.StringValue("Drained"), "status": types.StringValue("False"), "reason": types.StringValue("BlockedByPDB"),
+			"message": types.StringValue("pdb blocks eviction"), "last_transition_time": types.StringValue("2026-12-03T09:30:00Z"),
+		})}),
 	}
 	if fmt.Sprint(m) != fmt.Sprint(want) {
 		t.Errorf("statusFrom = %v\nwant %v", m, want)
@@ -58,7 +64,7 @@ func TestUnknownStatusIsUnknownEverywhere(t *testing.T) {
 		t.Fatal(diags)
 	}
 	for _, v := range []attr.Value{m.Phase, m.DrainProgress, m.PendingPods, m.PendingPodsRefs, m.TotalPods,
-		m.EvictionPods, m.LastError, m.ErrorOnLeaseCount, m.LastUpdate} {
+		m.EvictionPods, m.LastError, m.ErrorOnLeaseCount, m.LastUpdate, m.Conditions} {
 		if !v.IsUnknown() {
 			t.Errorf("%v is known", v)
 		}

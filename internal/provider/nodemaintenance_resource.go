@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,6 +50,7 @@ type nodeMaintenanceResourceModel struct {
 	Name     types.String   `tfsdk:"name"`
 	NodeName types.String   `tfsdk:"node_name"`
 	Reason   types.String   `tfsdk:"reason"`
+	Drain    types.Object   `tfsdk:"drain"`
 	Timeouts timeouts.Value `tfsdk:"timeouts"`
 	statusModel
 }
@@ -77,6 +79,7 @@ func (r *NodeMaintenanceResource) Schema(ctx context.Context, _ resource.SchemaR
 			MarkdownDescription: "Why the node is in maintenance: free text of at most 1024 characters (counted as characters, not bytes, " +
 				"like the CRD's `spec.reason`). Updated in place.",
 			Validators: reasonValidators},
+		"drain": drainAttribute(),
 	}
 	resourceStatusAttributes(attrs)
 	resp.Schema = schema.Schema{
@@ -142,9 +145,13 @@ func (r *NodeMaintenanceResource) Create(ctx context.Context, req resource.Creat
 		return
 	}
 	name := plan.Name.ValueString()
+	policy, diags := drainPolicy(ctx, plan.Drain)
+	if resp.Diagnostics.Append(diags...); diags.HasError() {
+		return
+	}
 	nm := &nmv1beta1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       nmv1beta1.NodeMaintenanceSpec{NodeName: plan.NodeName.ValueString(), Reason: plan.Reason.ValueString()},
+		Spec:       nmv1beta1.NodeMaintenanceSpec{NodeName: plan.NodeName.ValueString(), Reason: plan.Reason.ValueString(), Drain: policy},
 	}
 	if err := r.clients.kube.Create(ctx, nm); err != nil {
 		r.clients.apiError(&resp.Diagnostics, "Cannot Create NodeMaintenance",
@@ -160,6 +167,15 @@ func (r *NodeMaintenanceResource) Create(ctx context.Context, req resource.Creat
 	}
 	if got != nil {
 		nm = got
+	}
+	if restoredOnTimeout(nm) {
+		// The operator gave up cleanly (spec.drain.onTimeout Restore): the
+		// node is back as it was, and a tainted resource would only
+		// restore it again. The NodeMaintenance is the record of what
+		// happened, quoted in the error; it goes, and the next apply tries
+		// again.
+		r.removeRestored(ctx, nm, &resp.Diagnostics)
+		return
 	}
 	resp.Diagnostics.Append(plan.setStatus(ctx, nm)...)
 	// The object exists whatever happened, even when the wait never read it
@@ -191,6 +207,8 @@ func (r *NodeMaintenanceResource) awaitDrain(ctx context.Context, name string, t
 	case deleted:
 		diags.AddError("NodeMaintenance Deleted While Waiting",
 			fmt.Sprintf("NodeMaintenance %q was deleted by someone else before the drain finished; the node was restored by the operator.", name))
+	case restoredOnTimeout(got):
+		// The caller says so (removeRestored).
 	case got.Status.Phase == nmv1beta1.MaintenanceFailed:
 		diags.AddError("Node Maintenance Failed", failedDetail(got, op))
 	}
@@ -217,6 +235,9 @@ func (r *NodeMaintenanceResource) Read(ctx context.Context, req resource.ReadReq
 	}
 	state.Name = types.StringValue(nm.Name)
 	state.NodeName = types.StringValue(nm.Spec.NodeName)
+	drain, diags := drainBlock(ctx, nm.Spec.Drain, state.Drain)
+	resp.Diagnostics.Append(diags...)
+	state.Drain = drain
 	if nm.Spec.Reason != "" || !state.Reason.IsNull() {
 		state.Reason = types.StringValue(nm.Spec.Reason)
 	}
@@ -254,6 +275,10 @@ func (r *NodeMaintenanceResource) Update(ctx context.Context, req resource.Updat
 	got, deleted := r.awaitDrain(ctx, name, timeout, &resp.Diagnostics, "update")
 	switch {
 	case deleted:
+		resp.State.RemoveResource(ctx)
+		return
+	case got != nil && restoredOnTimeout(got):
+		r.removeRestored(ctx, got, &resp.Diagnostics)
 		resp.State.RemoveResource(ctx)
 		return
 	case got == nil:
@@ -313,4 +338,37 @@ func (m *nodeMaintenanceResourceModel) setStatus(ctx context.Context, nm *nmv1be
 	s, diags := statusFrom(ctx, nm.Status)
 	m.statusModel = s
 	return diags
+}
+
+// restoredOnTimeout reports whether the operator restored the node when the
+// drain timed out (spec.drain.onTimeout Restore): Failed, not cordoned any
+// more.
+func restoredOnTimeout(nm *nmv1beta1.NodeMaintenance) bool {
+	c := meta.FindStatusCondition(nm.Status.Conditions, nmv1beta1.ConditionCordoned)
+	return nm.Status.Phase == nmv1beta1.MaintenanceFailed && c != nil && c.Reason == nmv1beta1.ReasonRestored &&
+		nm.Spec.Drain != nil && nm.Spec.Drain.OnTimeout == nmv1beta1.DrainTimeoutRestore
+}
+
+// removeRestored deletes the NodeMaintenance of a maintenance the operator
+// ended by restoring the node, and says so next to the failure awaitDrain
+// reported. The resource is not kept in the state.
+func (r *NodeMaintenanceResource) removeRestored(ctx context.Context, nm *nmv1beta1.NodeMaintenance, diags *diag.Diagnostics) {
+	err := r.clients.kube.Delete(ctx, &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: nm.Name}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		r.clients.apiError(diags, "Cannot Delete the Restored NodeMaintenance",
+			fmt.Sprintf("Node %q was restored when its drain timed out, but deleting NodeMaintenance %q failed; delete it with kubectl delete nm %s", nm.Spec.NodeName, nm.Name, nm.Name), err)
+		return
+	}
+	// The operator lets it go at once (the node is restored already); the
+	// next apply creates one of the same name, so wait for that.
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := waitFor(waitCtx, r.clients.kube, nm.Name, gone, nil); err != nil {
+		diags.AddWarning("Restored NodeMaintenance Not Gone Yet", fmt.Sprintf(
+			"NodeMaintenance %q was deleted but is still there a minute later (%v); the next apply may find it. Check that the operator runs.", nm.Name, err))
+	}
+	diags.AddError("Node Restored After the Drain Timed Out", fmt.Sprintf(
+		"The drain of node %q did not finish within drain.timeout, and the operator restored the node to its state from before the "+
+			"maintenance, as on_timeout = \"Restore\" asks. NodeMaintenance %q was deleted and the resource is not kept in the state: "+
+			"the next apply tries the maintenance again. What blocked the drain: %s", nm.Spec.NodeName, nm.Name, nm.Status.LastError))
 }

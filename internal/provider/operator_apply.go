@@ -123,11 +123,12 @@ func (r *OperatorResource) notReady(ctx context.Context, ns string) string {
 
 func (m *operatorResourceModel) options() config.OperatorOptions {
 	o := config.OperatorOptions{
-		Namespace:      m.Namespace.ValueString(),
-		Image:          m.Image.ValueString(),
-		Replicas:       int32(m.Replicas.ValueInt64()),
-		MaxUnavailable: m.MaxUnavailable.ValueString(),
-		WebhookURL:     m.WebhookURL.ValueString(),
+		Namespace:       m.Namespace.ValueString(),
+		Image:           m.Image.ValueString(),
+		Replicas:        int32(m.Replicas.ValueInt64()),
+		MaxUnavailable:  m.MaxUnavailable.ValueString(),
+		AllowForceDrain: m.AllowForce.ValueBool(),
+		WebhookURL:      m.WebhookURL.ValueString(),
 	}
 	if ca := m.WebhookCA.ValueString(); ca != "" {
 		o.WebhookCABundle = []byte(ca)
@@ -166,9 +167,13 @@ func readResources(m *operatorResourceModel, r corev1.ResourceRequirements) {
 }
 
 func readArgs(m *operatorResourceModel, args []string) {
+	m.AllowForce = types.BoolValue(false)
 	for _, a := range args {
 		if v, ok := strings.CutPrefix(a, "--max-unavailable="); ok {
 			m.MaxUnavailable = types.StringValue(v)
+		}
+		if a == "--allow-force-drain" {
+			m.AllowForce = types.BoolValue(true)
 		}
 	}
 }

@@ -44,6 +44,7 @@ type operatorResourceModel struct {
 	Image          types.String   `tfsdk:"image"`
 	Replicas       types.Int64    `tfsdk:"replicas"`
 	MaxUnavailable types.String   `tfsdk:"max_unavailable"`
+	AllowForce     types.Bool     `tfsdk:"allow_force_drain"`
 	CPURequest     types.String   `tfsdk:"cpu_request"`
 	MemoryRequest  types.String   `tfsdk:"memory_request"`
 	MemoryLimit    types.String   `tfsdk:"memory_limit"`

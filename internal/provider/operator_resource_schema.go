@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
@@ -37,6 +38,10 @@ func (r *OperatorResource) Schema(ctx context.Context, _ resource.SchemaRequest,
 			"max_unavailable": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Most nodes in maintenance at once, as a count (`2`) or a percentage of all nodes (`20%`), not negative. Unset: no limit.",
 				Validators:          maxUnavailableValidators},
+			"allow_force_drain": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "Let a NodeMaintenance's `drain.on_timeout = \"Force\"` delete the pods left when its drain times out, " +
+					"bypassing their PodDisruptionBudgets: grants the operator `delete` on pods and runs it with `--allow-force-drain`. " +
+					"Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it."},
 			"cpu_request": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(config.DefaultCPURequest),
 				MarkdownDescription: "CPU request of the operator container, a Kubernetes quantity (`50m`).",
 				Validators:          quantityValidators},

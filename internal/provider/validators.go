@@ -42,7 +42,7 @@ func (p *NodeMaintenanceProvider) ConfigValidators(context.Context) []provider.C
 
 // ConfigValidators of the nodemaintenance resource.
 func (r *NodeMaintenanceResource) ConfigValidators(context.Context) []resource.ConfigValidator {
-	return []resource.ConfigValidator{positiveTimeouts{"create", "delete"}}
+	return []resource.ConfigValidator{positiveTimeouts{"create", "delete"}, validDrain{}}
 }
 
 // ConfigValidators of the nodemaintenance_operator resource.

@@ -27,6 +27,7 @@ export interface GetNodeMaintenanceArgs {
  * A collection of values returned by getNodeMaintenance.
  */
 export interface GetNodeMaintenanceResult {
+    readonly conditions: outputs.GetNodeMaintenanceCondition[];
     readonly drainProgress: number;
     readonly errorOnLeaseCount: number;
     readonly evictionPods: number;

@@ -7,12 +7,13 @@ import * as outputs from "./types/output";
 import * as utilities from "./utilities";
 
 /**
- * Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase or one node, so that a CI pipeline can gate on maintenance phases without owning the resources.
+ * Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase, one node or one condition, so that a CI pipeline can gate on maintenance phases without owning the resources.
  */
 export function getNodeMaintenanceList(args?: GetNodeMaintenanceListArgs, opts?: pulumi.InvokeOptions): Promise<GetNodeMaintenanceListResult> {
     args = args || {};
     opts = pulumi.mergeOptions(utilities.resourceOptsDefaults(), opts || {});
     return pulumi.runtime.invoke("nodemaintenance:index/getNodeMaintenanceList:getNodeMaintenanceList", {
+        "condition": args.condition,
         "nodeName": args.nodeName,
         "phase": args.phase,
     }, opts);
@@ -22,6 +23,7 @@ export function getNodeMaintenanceList(args?: GetNodeMaintenanceListArgs, opts?:
  * A collection of arguments for invoking getNodeMaintenanceList.
  */
 export interface GetNodeMaintenanceListArgs {
+    condition?: string;
     nodeName?: string;
     phase?: string;
 }
@@ -31,6 +33,7 @@ export interface GetNodeMaintenanceListArgs {
  */
 export interface GetNodeMaintenanceListResult {
     readonly allSucceeded: boolean;
+    readonly condition?: string;
     readonly id: string;
     readonly items: outputs.GetNodeMaintenanceListItem[];
     readonly names: string[];
@@ -38,12 +41,13 @@ export interface GetNodeMaintenanceListResult {
     readonly phase?: string;
 }
 /**
- * Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase or one node, so that a CI pipeline can gate on maintenance phases without owning the resources.
+ * Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase, one node or one condition, so that a CI pipeline can gate on maintenance phases without owning the resources.
  */
 export function getNodeMaintenanceListOutput(args?: GetNodeMaintenanceListOutputArgs, opts?: pulumi.InvokeOutputOptions): pulumi.Output<GetNodeMaintenanceListResult> {
     args = args || {};
     opts = pulumi.mergeOptions(utilities.resourceOptsDefaults(), opts || {});
     return pulumi.runtime.invokeOutput("nodemaintenance:index/getNodeMaintenanceList:getNodeMaintenanceList", {
+        "condition": args.condition,
         "nodeName": args.nodeName,
         "phase": args.phase,
     }, opts);
@@ -53,6 +57,7 @@ export function getNodeMaintenanceListOutput(args?: GetNodeMaintenanceListOutput
  * A collection of arguments for invoking getNodeMaintenanceList.
  */
 export interface GetNodeMaintenanceListOutputArgs {
+    condition?: pulumi.Input<string | undefined>;
     nodeName?: pulumi.Input<string | undefined>;
     phase?: pulumi.Input<string | undefined>;
 }

@@ -51,6 +51,14 @@ export class NodeMaintenance extends pulumi.CustomResource {
     }
 
     /**
+     * The operator's conditions, consistent with <span pulumi-lang-nodejs="`phase`" pulumi-lang-dotnet="`Phase`" pulumi-lang-go="`phase`" pulumi-lang-python="`phase`" pulumi-lang-yaml="`phase`" pulumi-lang-java="`phase`">`phase`</span>: `Cordoned`, `LeaseHeld` and `Drained` (`True` exactly when the phase is `Succeeded`; while `False`, its reason says why: `Draining`, `BlockedByPDB`, `WaitingForPods`, `TimedOut`, `Forced`, `Failed`). Each has <span pulumi-lang-nodejs="`type`" pulumi-lang-dotnet="`Type`" pulumi-lang-go="`type`" pulumi-lang-python="`type`" pulumi-lang-yaml="`type`" pulumi-lang-java="`type`">`type`</span>, <span pulumi-lang-nodejs="`status`" pulumi-lang-dotnet="`Status`" pulumi-lang-go="`status`" pulumi-lang-python="`status`" pulumi-lang-yaml="`status`" pulumi-lang-java="`status`">`status`</span> (`True`, `False`, `Unknown`), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span>, <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and <span pulumi-lang-nodejs="`lastTransitionTime`" pulumi-lang-dotnet="`LastTransitionTime`" pulumi-lang-go="`lastTransitionTime`" pulumi-lang-python="`last_transition_time`" pulumi-lang-yaml="`lastTransitionTime`" pulumi-lang-java="`lastTransitionTime`">`last_transition_time`</span> (RFC 3339).
+     */
+    declare public /*out*/ readonly conditions: pulumi.Output<outputs.NodeMaintenanceCondition[]>;
+    /**
+     * How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+     */
+    declare public readonly drain: pulumi.Output<outputs.NodeMaintenanceDrain | undefined>;
+    /**
      * Percentage (0–100) of the pods that had to be evicted that are gone.
      */
     declare public /*out*/ readonly drainProgress: pulumi.Output<number>;
@@ -113,6 +121,8 @@ export class NodeMaintenance extends pulumi.CustomResource {
         opts = opts || {};
         if (opts.id) {
             const state = argsOrState as NodeMaintenanceState | undefined;
+            resourceInputs["conditions"] = state?.conditions;
+            resourceInputs["drain"] = state?.drain;
             resourceInputs["drainProgress"] = state?.drainProgress;
             resourceInputs["errorOnLeaseCount"] = state?.errorOnLeaseCount;
             resourceInputs["evictionPods"] = state?.evictionPods;
@@ -131,10 +141,12 @@ export class NodeMaintenance extends pulumi.CustomResource {
             if (args?.nodeName === undefined && !opts.urn) {
                 throw new Error("Missing required property 'nodeName'");
             }
+            resourceInputs["drain"] = args?.drain;
             resourceInputs["name"] = args?.name;
             resourceInputs["nodeName"] = args?.nodeName;
             resourceInputs["reason"] = args?.reason;
             resourceInputs["timeouts"] = args?.timeouts;
+            resourceInputs["conditions"] = undefined /*out*/;
             resourceInputs["drainProgress"] = undefined /*out*/;
             resourceInputs["errorOnLeaseCount"] = undefined /*out*/;
             resourceInputs["evictionPods"] = undefined /*out*/;
@@ -154,6 +166,14 @@ export class NodeMaintenance extends pulumi.CustomResource {
  * Input properties used for looking up and filtering NodeMaintenance resources.
  */
 export interface NodeMaintenanceState {
+    /**
+     * The operator's conditions, consistent with <span pulumi-lang-nodejs="`phase`" pulumi-lang-dotnet="`Phase`" pulumi-lang-go="`phase`" pulumi-lang-python="`phase`" pulumi-lang-yaml="`phase`" pulumi-lang-java="`phase`">`phase`</span>: `Cordoned`, `LeaseHeld` and `Drained` (`True` exactly when the phase is `Succeeded`; while `False`, its reason says why: `Draining`, `BlockedByPDB`, `WaitingForPods`, `TimedOut`, `Forced`, `Failed`). Each has <span pulumi-lang-nodejs="`type`" pulumi-lang-dotnet="`Type`" pulumi-lang-go="`type`" pulumi-lang-python="`type`" pulumi-lang-yaml="`type`" pulumi-lang-java="`type`">`type`</span>, <span pulumi-lang-nodejs="`status`" pulumi-lang-dotnet="`Status`" pulumi-lang-go="`status`" pulumi-lang-python="`status`" pulumi-lang-yaml="`status`" pulumi-lang-java="`status`">`status`</span> (`True`, `False`, `Unknown`), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span>, <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and <span pulumi-lang-nodejs="`lastTransitionTime`" pulumi-lang-dotnet="`LastTransitionTime`" pulumi-lang-go="`lastTransitionTime`" pulumi-lang-python="`last_transition_time`" pulumi-lang-yaml="`lastTransitionTime`" pulumi-lang-java="`lastTransitionTime`">`last_transition_time`</span> (RFC 3339).
+     */
+    conditions?: pulumi.Input<pulumi.Input<inputs.NodeMaintenanceCondition>[] | undefined>;
+    /**
+     * How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+     */
+    drain?: pulumi.Input<inputs.NodeMaintenanceDrain | undefined>;
     /**
      * Percentage (0–100) of the pods that had to be evicted that are gone.
      */
@@ -209,6 +229,10 @@ export interface NodeMaintenanceState {
  * The set of arguments for constructing a NodeMaintenance resource.
  */
 export interface NodeMaintenanceArgs {
+    /**
+     * How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+     */
+    drain?: pulumi.Input<inputs.NodeMaintenanceDrain | undefined>;
     /**
      * Name of the NodeMaintenance object: a DNS-1123 subdomain (at most 253 lowercase letters, digits, `-` and `.`). Defaults to `maintain-<node_name>`. Changing it replaces the resource.
      */

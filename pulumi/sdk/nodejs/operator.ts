@@ -49,6 +49,10 @@ export class Operator extends pulumi.CustomResource {
     }
 
     /**
+     * Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
+     */
+    declare public readonly allowForceDrain: pulumi.Output<boolean>;
+    /**
      * CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).
      */
     declare public readonly cpuRequest: pulumi.Output<string>;
@@ -107,6 +111,7 @@ export class Operator extends pulumi.CustomResource {
         opts = opts || {};
         if (opts.id) {
             const state = argsOrState as OperatorState | undefined;
+            resourceInputs["allowForceDrain"] = state?.allowForceDrain;
             resourceInputs["cpuRequest"] = state?.cpuRequest;
             resourceInputs["extraArgs"] = state?.extraArgs;
             resourceInputs["image"] = state?.image;
@@ -121,6 +126,7 @@ export class Operator extends pulumi.CustomResource {
             resourceInputs["webhookUrl"] = state?.webhookUrl;
         } else {
             const args = argsOrState as OperatorArgs | undefined;
+            resourceInputs["allowForceDrain"] = args?.allowForceDrain;
             resourceInputs["cpuRequest"] = args?.cpuRequest;
             resourceInputs["extraArgs"] = args?.extraArgs;
             resourceInputs["image"] = args?.image;
@@ -143,6 +149,10 @@ export class Operator extends pulumi.CustomResource {
  * Input properties used for looking up and filtering Operator resources.
  */
 export interface OperatorState {
+    /**
+     * Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
+     */
+    allowForceDrain?: pulumi.Input<boolean | undefined>;
     /**
      * CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).
      */
@@ -194,6 +204,10 @@ export interface OperatorState {
  * The set of arguments for constructing a Operator resource.
  */
 export interface OperatorArgs {
+    /**
+     * Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
+     */
+    allowForceDrain?: pulumi.Input<boolean | undefined>;
     /**
      * CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).
      */

@@ -29,6 +29,7 @@ type LookupNodeMaintenanceArgs struct {
 
 // A collection of values returned by getNodeMaintenance.
 type LookupNodeMaintenanceResult struct {
+	Conditions        []GetNodeMaintenanceCondition      `pulumi:"conditions"`
 	DrainProgress     int                                `pulumi:"drainProgress"`
 	ErrorOnLeaseCount int                                `pulumi:"errorOnLeaseCount"`
 	EvictionPods      int                                `pulumi:"evictionPods"`
@@ -71,6 +72,10 @@ func (o LookupNodeMaintenanceResultOutput) ToLookupNodeMaintenanceResultOutput()
 
 func (o LookupNodeMaintenanceResultOutput) ToLookupNodeMaintenanceResultOutputWithContext(ctx context.Context) LookupNodeMaintenanceResultOutput {
 	return o
+}
+
+func (o LookupNodeMaintenanceResultOutput) Conditions() GetNodeMaintenanceConditionArrayOutput {
+	return o.ApplyT(func(v LookupNodeMaintenanceResult) []GetNodeMaintenanceCondition { return v.Conditions }).(GetNodeMaintenanceConditionArrayOutput)
 }
 
 func (o LookupNodeMaintenanceResultOutput) DrainProgress() pulumi.IntOutput {

@@ -11,7 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
-// Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase or one node, so that a CI pipeline can gate on maintenance phases without owning the resources.
+// Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase, one node or one condition, so that a CI pipeline can gate on maintenance phases without owning the resources.
 func GetNodeMaintenanceList(ctx *pulumi.Context, args *GetNodeMaintenanceListArgs, opts ...pulumi.InvokeOption) (*GetNodeMaintenanceListResult, error) {
 	opts = internal.PkgInvokeDefaultOpts(opts)
 	var rv GetNodeMaintenanceListResult
@@ -24,13 +24,15 @@ func GetNodeMaintenanceList(ctx *pulumi.Context, args *GetNodeMaintenanceListArg
 
 // A collection of arguments for invoking getNodeMaintenanceList.
 type GetNodeMaintenanceListArgs struct {
-	NodeName *string `pulumi:"nodeName"`
-	Phase    *string `pulumi:"phase"`
+	Condition *string `pulumi:"condition"`
+	NodeName  *string `pulumi:"nodeName"`
+	Phase     *string `pulumi:"phase"`
 }
 
 // A collection of values returned by getNodeMaintenanceList.
 type GetNodeMaintenanceListResult struct {
 	AllSucceeded bool                         `pulumi:"allSucceeded"`
+	Condition    *string                      `pulumi:"condition"`
 	Id           string                       `pulumi:"id"`
 	Items        []GetNodeMaintenanceListItem `pulumi:"items"`
 	Names        []string                     `pulumi:"names"`
@@ -45,8 +47,9 @@ func GetNodeMaintenanceListOutput(ctx *pulumi.Context, args GetNodeMaintenanceLi
 
 // A collection of arguments for invoking getNodeMaintenanceList.
 type GetNodeMaintenanceListOutputArgs struct {
-	NodeName pulumi.StringPtrInput `pulumi:"nodeName"`
-	Phase    pulumi.StringPtrInput `pulumi:"phase"`
+	Condition pulumi.StringPtrInput `pulumi:"condition"`
+	NodeName  pulumi.StringPtrInput `pulumi:"nodeName"`
+	Phase     pulumi.StringPtrInput `pulumi:"phase"`
 }
 
 func (GetNodeMaintenanceListOutputArgs) ElementType() reflect.Type {
@@ -70,6 +73,10 @@ func (o GetNodeMaintenanceListResultOutput) ToGetNodeMaintenanceListResultOutput
 
 func (o GetNodeMaintenanceListResultOutput) AllSucceeded() pulumi.BoolOutput {
 	return o.ApplyT(func(v GetNodeMaintenanceListResult) bool { return v.AllSucceeded }).(pulumi.BoolOutput)
+}
+
+func (o GetNodeMaintenanceListResultOutput) Condition() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v GetNodeMaintenanceListResult) *string { return v.Condition }).(pulumi.StringPtrOutput)
 }
 
 func (o GetNodeMaintenanceListResultOutput) Id() pulumi.StringOutput {

@@ -18,6 +18,10 @@ import (
 type NodeMaintenance struct {
 	pulumi.CustomResourceState
 
+	// The operator's conditions, consistent with <span pulumi-lang-nodejs="`phase`" pulumi-lang-dotnet="`Phase`" pulumi-lang-go="`phase`" pulumi-lang-python="`phase`" pulumi-lang-yaml="`phase`" pulumi-lang-java="`phase`">`phase`</span>: `Cordoned`, `LeaseHeld` and `Drained` (`True` exactly when the phase is `Succeeded`; while `False`, its reason says why: `Draining`, `BlockedByPDB`, `WaitingForPods`, `TimedOut`, `Forced`, `Failed`). Each has <span pulumi-lang-nodejs="`type`" pulumi-lang-dotnet="`Type`" pulumi-lang-go="`type`" pulumi-lang-python="`type`" pulumi-lang-yaml="`type`" pulumi-lang-java="`type`">`type`</span>, <span pulumi-lang-nodejs="`status`" pulumi-lang-dotnet="`Status`" pulumi-lang-go="`status`" pulumi-lang-python="`status`" pulumi-lang-yaml="`status`" pulumi-lang-java="`status`">`status`</span> (`True`, `False`, `Unknown`), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span>, <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and <span pulumi-lang-nodejs="`lastTransitionTime`" pulumi-lang-dotnet="`LastTransitionTime`" pulumi-lang-go="`lastTransitionTime`" pulumi-lang-python="`last_transition_time`" pulumi-lang-yaml="`lastTransitionTime`" pulumi-lang-java="`lastTransitionTime`">`last_transition_time`</span> (RFC 3339).
+	Conditions NodeMaintenanceConditionArrayOutput `pulumi:"conditions"`
+	// How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+	Drain NodeMaintenanceDrainPtrOutput `pulumi:"drain"`
 	// Percentage (0–100) of the pods that had to be evicted that are gone.
 	DrainProgress pulumi.IntOutput `pulumi:"drainProgress"`
 	// Consecutive failures to hold the node lease; more than 3 fail the maintenance.
@@ -78,6 +82,10 @@ func GetNodeMaintenance(ctx *pulumi.Context,
 
 // Input properties used for looking up and filtering NodeMaintenance resources.
 type nodeMaintenanceState struct {
+	// The operator's conditions, consistent with <span pulumi-lang-nodejs="`phase`" pulumi-lang-dotnet="`Phase`" pulumi-lang-go="`phase`" pulumi-lang-python="`phase`" pulumi-lang-yaml="`phase`" pulumi-lang-java="`phase`">`phase`</span>: `Cordoned`, `LeaseHeld` and `Drained` (`True` exactly when the phase is `Succeeded`; while `False`, its reason says why: `Draining`, `BlockedByPDB`, `WaitingForPods`, `TimedOut`, `Forced`, `Failed`). Each has <span pulumi-lang-nodejs="`type`" pulumi-lang-dotnet="`Type`" pulumi-lang-go="`type`" pulumi-lang-python="`type`" pulumi-lang-yaml="`type`" pulumi-lang-java="`type`">`type`</span>, <span pulumi-lang-nodejs="`status`" pulumi-lang-dotnet="`Status`" pulumi-lang-go="`status`" pulumi-lang-python="`status`" pulumi-lang-yaml="`status`" pulumi-lang-java="`status`">`status`</span> (`True`, `False`, `Unknown`), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span>, <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and <span pulumi-lang-nodejs="`lastTransitionTime`" pulumi-lang-dotnet="`LastTransitionTime`" pulumi-lang-go="`lastTransitionTime`" pulumi-lang-python="`last_transition_time`" pulumi-lang-yaml="`lastTransitionTime`" pulumi-lang-java="`lastTransitionTime`">`last_transition_time`</span> (RFC 3339).
+	Conditions []NodeMaintenanceCondition `pulumi:"conditions"`
+	// How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+	Drain *NodeMaintenanceDrain `pulumi:"drain"`
 	// Percentage (0–100) of the pods that had to be evicted that are gone.
 	DrainProgress *int `pulumi:"drainProgress"`
 	// Consecutive failures to hold the node lease; more than 3 fail the maintenance.
@@ -106,6 +114,10 @@ type nodeMaintenanceState struct {
 }
 
 type NodeMaintenanceState struct {
+	// The operator's conditions, consistent with <span pulumi-lang-nodejs="`phase`" pulumi-lang-dotnet="`Phase`" pulumi-lang-go="`phase`" pulumi-lang-python="`phase`" pulumi-lang-yaml="`phase`" pulumi-lang-java="`phase`">`phase`</span>: `Cordoned`, `LeaseHeld` and `Drained` (`True` exactly when the phase is `Succeeded`; while `False`, its reason says why: `Draining`, `BlockedByPDB`, `WaitingForPods`, `TimedOut`, `Forced`, `Failed`). Each has <span pulumi-lang-nodejs="`type`" pulumi-lang-dotnet="`Type`" pulumi-lang-go="`type`" pulumi-lang-python="`type`" pulumi-lang-yaml="`type`" pulumi-lang-java="`type`">`type`</span>, <span pulumi-lang-nodejs="`status`" pulumi-lang-dotnet="`Status`" pulumi-lang-go="`status`" pulumi-lang-python="`status`" pulumi-lang-yaml="`status`" pulumi-lang-java="`status`">`status`</span> (`True`, `False`, `Unknown`), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span>, <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and <span pulumi-lang-nodejs="`lastTransitionTime`" pulumi-lang-dotnet="`LastTransitionTime`" pulumi-lang-go="`lastTransitionTime`" pulumi-lang-python="`last_transition_time`" pulumi-lang-yaml="`lastTransitionTime`" pulumi-lang-java="`lastTransitionTime`">`last_transition_time`</span> (RFC 3339).
+	Conditions NodeMaintenanceConditionArrayInput
+	// How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+	Drain NodeMaintenanceDrainPtrInput
 	// Percentage (0–100) of the pods that had to be evicted that are gone.
 	DrainProgress pulumi.IntPtrInput
 	// Consecutive failures to hold the node lease; more than 3 fail the maintenance.
@@ -144,6 +156,8 @@ func NodeMaintenanceExists(ctx *pulumi.Context,
 }
 
 type nodeMaintenanceArgs struct {
+	// How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+	Drain *NodeMaintenanceDrain `pulumi:"drain"`
 	// Name of the NodeMaintenance object: a DNS-1123 subdomain (at most 253 lowercase letters, digits, `-` and `.`). Defaults to `maintain-<node_name>`. Changing it replaces the resource.
 	Name *string `pulumi:"name"`
 	// Node to put into maintenance: the name of an existing node, a DNS-1123 subdomain of 1 to 253 lowercase letters, digits, `-` and `.`. Changing it replaces the resource: the old node is restored, then the new one drained.
@@ -155,6 +169,8 @@ type nodeMaintenanceArgs struct {
 
 // The set of arguments for constructing a NodeMaintenance resource.
 type NodeMaintenanceArgs struct {
+	// How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+	Drain NodeMaintenanceDrainPtrInput
 	// Name of the NodeMaintenance object: a DNS-1123 subdomain (at most 253 lowercase letters, digits, `-` and `.`). Defaults to `maintain-<node_name>`. Changing it replaces the resource.
 	Name pulumi.StringPtrInput
 	// Node to put into maintenance: the name of an existing node, a DNS-1123 subdomain of 1 to 253 lowercase letters, digits, `-` and `.`. Changing it replaces the resource: the old node is restored, then the new one drained.
@@ -249,6 +265,16 @@ func (o NodeMaintenanceOutput) ToNodeMaintenanceOutput() NodeMaintenanceOutput {
 
 func (o NodeMaintenanceOutput) ToNodeMaintenanceOutputWithContext(ctx context.Context) NodeMaintenanceOutput {
 	return o
+}
+
+// The operator's conditions, consistent with <span pulumi-lang-nodejs="`phase`" pulumi-lang-dotnet="`Phase`" pulumi-lang-go="`phase`" pulumi-lang-python="`phase`" pulumi-lang-yaml="`phase`" pulumi-lang-java="`phase`">`phase`</span>: `Cordoned`, `LeaseHeld` and `Drained` (`True` exactly when the phase is `Succeeded`; while `False`, its reason says why: `Draining`, `BlockedByPDB`, `WaitingForPods`, `TimedOut`, `Forced`, `Failed`). Each has <span pulumi-lang-nodejs="`type`" pulumi-lang-dotnet="`Type`" pulumi-lang-go="`type`" pulumi-lang-python="`type`" pulumi-lang-yaml="`type`" pulumi-lang-java="`type`">`type`</span>, <span pulumi-lang-nodejs="`status`" pulumi-lang-dotnet="`Status`" pulumi-lang-go="`status`" pulumi-lang-python="`status`" pulumi-lang-yaml="`status`" pulumi-lang-java="`status`">`status`</span> (`True`, `False`, `Unknown`), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span>, <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and <span pulumi-lang-nodejs="`lastTransitionTime`" pulumi-lang-dotnet="`LastTransitionTime`" pulumi-lang-go="`lastTransitionTime`" pulumi-lang-python="`last_transition_time`" pulumi-lang-yaml="`lastTransitionTime`" pulumi-lang-java="`lastTransitionTime`">`last_transition_time`</span> (RFC 3339).
+func (o NodeMaintenanceOutput) Conditions() NodeMaintenanceConditionArrayOutput {
+	return o.ApplyT(func(v *NodeMaintenance) NodeMaintenanceConditionArrayOutput { return v.Conditions }).(NodeMaintenanceConditionArrayOutput)
+}
+
+// How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+func (o NodeMaintenanceOutput) Drain() NodeMaintenanceDrainPtrOutput {
+	return o.ApplyT(func(v *NodeMaintenance) NodeMaintenanceDrainPtrOutput { return v.Drain }).(NodeMaintenanceDrainPtrOutput)
 }
 
 // Percentage (0–100) of the pods that had to be evicted that are gone.

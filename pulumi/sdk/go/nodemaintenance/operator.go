@@ -15,6 +15,8 @@ import (
 type Operator struct {
 	pulumi.CustomResourceState
 
+	// Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
+	AllowForceDrain pulumi.BoolOutput `pulumi:"allowForceDrain"`
 	// CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).
 	CpuRequest pulumi.StringOutput `pulumi:"cpuRequest"`
 	// More operator flags, for example `["--lease-duration=30m"]`.
@@ -70,6 +72,8 @@ func GetOperator(ctx *pulumi.Context,
 
 // Input properties used for looking up and filtering Operator resources.
 type operatorState struct {
+	// Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
+	AllowForceDrain *bool `pulumi:"allowForceDrain"`
 	// CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).
 	CpuRequest *string `pulumi:"cpuRequest"`
 	// More operator flags, for example `["--lease-duration=30m"]`.
@@ -96,6 +100,8 @@ type operatorState struct {
 }
 
 type OperatorState struct {
+	// Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
+	AllowForceDrain pulumi.BoolPtrInput
 	// CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).
 	CpuRequest pulumi.StringPtrInput
 	// More operator flags, for example `["--lease-duration=30m"]`.
@@ -132,6 +138,8 @@ func OperatorExists(ctx *pulumi.Context,
 }
 
 type operatorArgs struct {
+	// Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
+	AllowForceDrain *bool `pulumi:"allowForceDrain"`
 	// CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).
 	CpuRequest *string `pulumi:"cpuRequest"`
 	// More operator flags, for example `["--lease-duration=30m"]`.
@@ -157,6 +165,8 @@ type operatorArgs struct {
 
 // The set of arguments for constructing a Operator resource.
 type OperatorArgs struct {
+	// Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
+	AllowForceDrain pulumi.BoolPtrInput
 	// CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).
 	CpuRequest pulumi.StringPtrInput
 	// More operator flags, for example `["--lease-duration=30m"]`.
@@ -265,6 +275,11 @@ func (o OperatorOutput) ToOperatorOutput() OperatorOutput {
 
 func (o OperatorOutput) ToOperatorOutputWithContext(ctx context.Context) OperatorOutput {
 	return o
+}
+
+// Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
+func (o OperatorOutput) AllowForceDrain() pulumi.BoolOutput {
+	return o.ApplyT(func(v *Operator) pulumi.BoolOutput { return v.AllowForceDrain }).(pulumi.BoolOutput)
 }
 
 // CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).

@@ -13,6 +13,337 @@ import (
 
 var _ = internal.GetEnvOrDefault
 
+type NodeMaintenanceCondition struct {
+	LastTransitionTime string `pulumi:"lastTransitionTime"`
+	Message            string `pulumi:"message"`
+	Reason             string `pulumi:"reason"`
+	Status             string `pulumi:"status"`
+	Type               string `pulumi:"type"`
+}
+
+// NodeMaintenanceConditionInput is an input type that accepts NodeMaintenanceConditionArgs and NodeMaintenanceConditionOutput values.
+// You can construct a concrete instance of `NodeMaintenanceConditionInput` via:
+//
+//	NodeMaintenanceConditionArgs{...}
+type NodeMaintenanceConditionInput interface {
+	pulumi.Input
+
+	ToNodeMaintenanceConditionOutput() NodeMaintenanceConditionOutput
+	ToNodeMaintenanceConditionOutputWithContext(context.Context) NodeMaintenanceConditionOutput
+}
+
+type NodeMaintenanceConditionArgs struct {
+	LastTransitionTime pulumi.StringInput `pulumi:"lastTransitionTime"`
+	Message            pulumi.StringInput `pulumi:"message"`
+	Reason             pulumi.StringInput `pulumi:"reason"`
+	Status             pulumi.StringInput `pulumi:"status"`
+	Type               pulumi.StringInput `pulumi:"type"`
+}
+
+func (NodeMaintenanceConditionArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*NodeMaintenanceCondition)(nil)).Elem()
+}
+
+func (i NodeMaintenanceConditionArgs) ToNodeMaintenanceConditionOutput() NodeMaintenanceConditionOutput {
+	return i.ToNodeMaintenanceConditionOutputWithContext(context.Background())
+}
+
+func (i NodeMaintenanceConditionArgs) ToNodeMaintenanceConditionOutputWithContext(ctx context.Context) NodeMaintenanceConditionOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeMaintenanceConditionOutput)
+}
+
+// NodeMaintenanceConditionArrayInput is an input type that accepts NodeMaintenanceConditionArray and NodeMaintenanceConditionArrayOutput values.
+// You can construct a concrete instance of `NodeMaintenanceConditionArrayInput` via:
+//
+//	NodeMaintenanceConditionArray{ NodeMaintenanceConditionArgs{...} }
+type NodeMaintenanceConditionArrayInput interface {
+	pulumi.Input
+
+	ToNodeMaintenanceConditionArrayOutput() NodeMaintenanceConditionArrayOutput
+	ToNodeMaintenanceConditionArrayOutputWithContext(context.Context) NodeMaintenanceConditionArrayOutput
+}
+
+type NodeMaintenanceConditionArray []NodeMaintenanceConditionInput
+
+func (NodeMaintenanceConditionArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]NodeMaintenanceCondition)(nil)).Elem()
+}
+
+func (i NodeMaintenanceConditionArray) ToNodeMaintenanceConditionArrayOutput() NodeMaintenanceConditionArrayOutput {
+	return i.ToNodeMaintenanceConditionArrayOutputWithContext(context.Background())
+}
+
+func (i NodeMaintenanceConditionArray) ToNodeMaintenanceConditionArrayOutputWithContext(ctx context.Context) NodeMaintenanceConditionArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeMaintenanceConditionArrayOutput)
+}
+
+type NodeMaintenanceConditionOutput struct{ *pulumi.OutputState }
+
+func (NodeMaintenanceConditionOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*NodeMaintenanceCondition)(nil)).Elem()
+}
+
+func (o NodeMaintenanceConditionOutput) ToNodeMaintenanceConditionOutput() NodeMaintenanceConditionOutput {
+	return o
+}
+
+func (o NodeMaintenanceConditionOutput) ToNodeMaintenanceConditionOutputWithContext(ctx context.Context) NodeMaintenanceConditionOutput {
+	return o
+}
+
+func (o NodeMaintenanceConditionOutput) LastTransitionTime() pulumi.StringOutput {
+	return o.ApplyT(func(v NodeMaintenanceCondition) string { return v.LastTransitionTime }).(pulumi.StringOutput)
+}
+
+func (o NodeMaintenanceConditionOutput) Message() pulumi.StringOutput {
+	return o.ApplyT(func(v NodeMaintenanceCondition) string { return v.Message }).(pulumi.StringOutput)
+}
+
+func (o NodeMaintenanceConditionOutput) Reason() pulumi.StringOutput {
+	return o.ApplyT(func(v NodeMaintenanceCondition) string { return v.Reason }).(pulumi.StringOutput)
+}
+
+func (o NodeMaintenanceConditionOutput) Status() pulumi.StringOutput {
+	return o.ApplyT(func(v NodeMaintenanceCondition) string { return v.Status }).(pulumi.StringOutput)
+}
+
+func (o NodeMaintenanceConditionOutput) Type() pulumi.StringOutput {
+	return o.ApplyT(func(v NodeMaintenanceCondition) string { return v.Type }).(pulumi.StringOutput)
+}
+
+type NodeMaintenanceConditionArrayOutput struct{ *pulumi.OutputState }
+
+func (NodeMaintenanceConditionArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]NodeMaintenanceCondition)(nil)).Elem()
+}
+
+func (o NodeMaintenanceConditionArrayOutput) ToNodeMaintenanceConditionArrayOutput() NodeMaintenanceConditionArrayOutput {
+	return o
+}
+
+func (o NodeMaintenanceConditionArrayOutput) ToNodeMaintenanceConditionArrayOutputWithContext(ctx context.Context) NodeMaintenanceConditionArrayOutput {
+	return o
+}
+
+func (o NodeMaintenanceConditionArrayOutput) Index(i pulumi.IntInput) NodeMaintenanceConditionOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) NodeMaintenanceCondition {
+		return vs[0].([]NodeMaintenanceCondition)[vs[1].(int)]
+	}).(NodeMaintenanceConditionOutput)
+}
+
+type NodeMaintenanceDrain struct {
+	// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+	GracePeriodSeconds *int `pulumi:"gracePeriodSeconds"`
+	// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+	OnTimeout *string `pulumi:"onTimeout"`
+	// Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+	PodSelector *string `pulumi:"podSelector"`
+	// On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+	SkipWaitForDeleteTimeout *string `pulumi:"skipWaitForDeleteTimeout"`
+	// How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+	Timeout *string `pulumi:"timeout"`
+}
+
+// NodeMaintenanceDrainInput is an input type that accepts NodeMaintenanceDrainArgs and NodeMaintenanceDrainOutput values.
+// You can construct a concrete instance of `NodeMaintenanceDrainInput` via:
+//
+//	NodeMaintenanceDrainArgs{...}
+type NodeMaintenanceDrainInput interface {
+	pulumi.Input
+
+	ToNodeMaintenanceDrainOutput() NodeMaintenanceDrainOutput
+	ToNodeMaintenanceDrainOutputWithContext(context.Context) NodeMaintenanceDrainOutput
+}
+
+type NodeMaintenanceDrainArgs struct {
+	// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+	GracePeriodSeconds pulumi.IntPtrInput `pulumi:"gracePeriodSeconds"`
+	// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+	OnTimeout pulumi.StringPtrInput `pulumi:"onTimeout"`
+	// Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+	PodSelector pulumi.StringPtrInput `pulumi:"podSelector"`
+	// On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+	SkipWaitForDeleteTimeout pulumi.StringPtrInput `pulumi:"skipWaitForDeleteTimeout"`
+	// How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+	Timeout pulumi.StringPtrInput `pulumi:"timeout"`
+}
+
+func (NodeMaintenanceDrainArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*NodeMaintenanceDrain)(nil)).Elem()
+}
+
+func (i NodeMaintenanceDrainArgs) ToNodeMaintenanceDrainOutput() NodeMaintenanceDrainOutput {
+	return i.ToNodeMaintenanceDrainOutputWithContext(context.Background())
+}
+
+func (i NodeMaintenanceDrainArgs) ToNodeMaintenanceDrainOutputWithContext(ctx context.Context) NodeMaintenanceDrainOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeMaintenanceDrainOutput)
+}
+
+func (i NodeMaintenanceDrainArgs) ToNodeMaintenanceDrainPtrOutput() NodeMaintenanceDrainPtrOutput {
+	return i.ToNodeMaintenanceDrainPtrOutputWithContext(context.Background())
+}
+
+func (i NodeMaintenanceDrainArgs) ToNodeMaintenanceDrainPtrOutputWithContext(ctx context.Context) NodeMaintenanceDrainPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeMaintenanceDrainOutput).ToNodeMaintenanceDrainPtrOutputWithContext(ctx)
+}
+
+// NodeMaintenanceDrainPtrInput is an input type that accepts NodeMaintenanceDrainArgs, NodeMaintenanceDrainPtr and NodeMaintenanceDrainPtrOutput values.
+// You can construct a concrete instance of `NodeMaintenanceDrainPtrInput` via:
+//
+//	        NodeMaintenanceDrainArgs{...}
+//
+//	or:
+//
+//	        nil
+type NodeMaintenanceDrainPtrInput interface {
+	pulumi.Input
+
+	ToNodeMaintenanceDrainPtrOutput() NodeMaintenanceDrainPtrOutput
+	ToNodeMaintenanceDrainPtrOutputWithContext(context.Context) NodeMaintenanceDrainPtrOutput
+}
+
+type nodeMaintenanceDrainPtrType NodeMaintenanceDrainArgs
+
+func NodeMaintenanceDrainPtr(v *NodeMaintenanceDrainArgs) NodeMaintenanceDrainPtrInput {
+	return (*nodeMaintenanceDrainPtrType)(v)
+}
+
+func (*nodeMaintenanceDrainPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**NodeMaintenanceDrain)(nil)).Elem()
+}
+
+func (i *nodeMaintenanceDrainPtrType) ToNodeMaintenanceDrainPtrOutput() NodeMaintenanceDrainPtrOutput {
+	return i.ToNodeMaintenanceDrainPtrOutputWithContext(context.Background())
+}
+
+func (i *nodeMaintenanceDrainPtrType) ToNodeMaintenanceDrainPtrOutputWithContext(ctx context.Context) NodeMaintenanceDrainPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeMaintenanceDrainPtrOutput)
+}
+
+type NodeMaintenanceDrainOutput struct{ *pulumi.OutputState }
+
+func (NodeMaintenanceDrainOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*NodeMaintenanceDrain)(nil)).Elem()
+}
+
+func (o NodeMaintenanceDrainOutput) ToNodeMaintenanceDrainOutput() NodeMaintenanceDrainOutput {
+	return o
+}
+
+func (o NodeMaintenanceDrainOutput) ToNodeMaintenanceDrainOutputWithContext(ctx context.Context) NodeMaintenanceDrainOutput {
+	return o
+}
+
+func (o NodeMaintenanceDrainOutput) ToNodeMaintenanceDrainPtrOutput() NodeMaintenanceDrainPtrOutput {
+	return o.ToNodeMaintenanceDrainPtrOutputWithContext(context.Background())
+}
+
+func (o NodeMaintenanceDrainOutput) ToNodeMaintenanceDrainPtrOutputWithContext(ctx context.Context) NodeMaintenanceDrainPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v NodeMaintenanceDrain) *NodeMaintenanceDrain {
+		return &v
+	}).(NodeMaintenanceDrainPtrOutput)
+}
+
+// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+func (o NodeMaintenanceDrainOutput) GracePeriodSeconds() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v NodeMaintenanceDrain) *int { return v.GracePeriodSeconds }).(pulumi.IntPtrOutput)
+}
+
+// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+func (o NodeMaintenanceDrainOutput) OnTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NodeMaintenanceDrain) *string { return v.OnTimeout }).(pulumi.StringPtrOutput)
+}
+
+// Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+func (o NodeMaintenanceDrainOutput) PodSelector() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NodeMaintenanceDrain) *string { return v.PodSelector }).(pulumi.StringPtrOutput)
+}
+
+// On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+func (o NodeMaintenanceDrainOutput) SkipWaitForDeleteTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NodeMaintenanceDrain) *string { return v.SkipWaitForDeleteTimeout }).(pulumi.StringPtrOutput)
+}
+
+// How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+func (o NodeMaintenanceDrainOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NodeMaintenanceDrain) *string { return v.Timeout }).(pulumi.StringPtrOutput)
+}
+
+type NodeMaintenanceDrainPtrOutput struct{ *pulumi.OutputState }
+
+func (NodeMaintenanceDrainPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**NodeMaintenanceDrain)(nil)).Elem()
+}
+
+func (o NodeMaintenanceDrainPtrOutput) ToNodeMaintenanceDrainPtrOutput() NodeMaintenanceDrainPtrOutput {
+	return o
+}
+
+func (o NodeMaintenanceDrainPtrOutput) ToNodeMaintenanceDrainPtrOutputWithContext(ctx context.Context) NodeMaintenanceDrainPtrOutput {
+	return o
+}
+
+func (o NodeMaintenanceDrainPtrOutput) Elem() NodeMaintenanceDrainOutput {
+	return o.ApplyT(func(v *NodeMaintenanceDrain) NodeMaintenanceDrain {
+		if v != nil {
+			return *v
+		}
+		var ret NodeMaintenanceDrain
+		return ret
+	}).(NodeMaintenanceDrainOutput)
+}
+
+// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+func (o NodeMaintenanceDrainPtrOutput) GracePeriodSeconds() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *NodeMaintenanceDrain) *int {
+		if v == nil {
+			return nil
+		}
+		return v.GracePeriodSeconds
+	}).(pulumi.IntPtrOutput)
+}
+
+// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+func (o NodeMaintenanceDrainPtrOutput) OnTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *NodeMaintenanceDrain) *string {
+		if v == nil {
+			return nil
+		}
+		return v.OnTimeout
+	}).(pulumi.StringPtrOutput)
+}
+
+// Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+func (o NodeMaintenanceDrainPtrOutput) PodSelector() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *NodeMaintenanceDrain) *string {
+		if v == nil {
+			return nil
+		}
+		return v.PodSelector
+	}).(pulumi.StringPtrOutput)
+}
+
+// On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+func (o NodeMaintenanceDrainPtrOutput) SkipWaitForDeleteTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *NodeMaintenanceDrain) *string {
+		if v == nil {
+			return nil
+		}
+		return v.SkipWaitForDeleteTimeout
+	}).(pulumi.StringPtrOutput)
+}
+
+// How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+func (o NodeMaintenanceDrainPtrOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *NodeMaintenanceDrain) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Timeout
+	}).(pulumi.StringPtrOutput)
+}
+
 type NodeMaintenancePendingPodsRef struct {
 	Name      string `pulumi:"name"`
 	Namespace string `pulumi:"namespace"`
@@ -568,7 +899,126 @@ func (o ProviderExecArrayOutput) Index(i pulumi.IntInput) ProviderExecOutput {
 	}).(ProviderExecOutput)
 }
 
+type GetNodeMaintenanceCondition struct {
+	LastTransitionTime string `pulumi:"lastTransitionTime"`
+	Message            string `pulumi:"message"`
+	Reason             string `pulumi:"reason"`
+	Status             string `pulumi:"status"`
+	Type               string `pulumi:"type"`
+}
+
+// GetNodeMaintenanceConditionInput is an input type that accepts GetNodeMaintenanceConditionArgs and GetNodeMaintenanceConditionOutput values.
+// You can construct a concrete instance of `GetNodeMaintenanceConditionInput` via:
+//
+//	GetNodeMaintenanceConditionArgs{...}
+type GetNodeMaintenanceConditionInput interface {
+	pulumi.Input
+
+	ToGetNodeMaintenanceConditionOutput() GetNodeMaintenanceConditionOutput
+	ToGetNodeMaintenanceConditionOutputWithContext(context.Context) GetNodeMaintenanceConditionOutput
+}
+
+type GetNodeMaintenanceConditionArgs struct {
+	LastTransitionTime pulumi.StringInput `pulumi:"lastTransitionTime"`
+	Message            pulumi.StringInput `pulumi:"message"`
+	Reason             pulumi.StringInput `pulumi:"reason"`
+	Status             pulumi.StringInput `pulumi:"status"`
+	Type               pulumi.StringInput `pulumi:"type"`
+}
+
+func (GetNodeMaintenanceConditionArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetNodeMaintenanceCondition)(nil)).Elem()
+}
+
+func (i GetNodeMaintenanceConditionArgs) ToGetNodeMaintenanceConditionOutput() GetNodeMaintenanceConditionOutput {
+	return i.ToGetNodeMaintenanceConditionOutputWithContext(context.Background())
+}
+
+func (i GetNodeMaintenanceConditionArgs) ToGetNodeMaintenanceConditionOutputWithContext(ctx context.Context) GetNodeMaintenanceConditionOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetNodeMaintenanceConditionOutput)
+}
+
+// GetNodeMaintenanceConditionArrayInput is an input type that accepts GetNodeMaintenanceConditionArray and GetNodeMaintenanceConditionArrayOutput values.
+// You can construct a concrete instance of `GetNodeMaintenanceConditionArrayInput` via:
+//
+//	GetNodeMaintenanceConditionArray{ GetNodeMaintenanceConditionArgs{...} }
+type GetNodeMaintenanceConditionArrayInput interface {
+	pulumi.Input
+
+	ToGetNodeMaintenanceConditionArrayOutput() GetNodeMaintenanceConditionArrayOutput
+	ToGetNodeMaintenanceConditionArrayOutputWithContext(context.Context) GetNodeMaintenanceConditionArrayOutput
+}
+
+type GetNodeMaintenanceConditionArray []GetNodeMaintenanceConditionInput
+
+func (GetNodeMaintenanceConditionArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]GetNodeMaintenanceCondition)(nil)).Elem()
+}
+
+func (i GetNodeMaintenanceConditionArray) ToGetNodeMaintenanceConditionArrayOutput() GetNodeMaintenanceConditionArrayOutput {
+	return i.ToGetNodeMaintenanceConditionArrayOutputWithContext(context.Background())
+}
+
+func (i GetNodeMaintenanceConditionArray) ToGetNodeMaintenanceConditionArrayOutputWithContext(ctx context.Context) GetNodeMaintenanceConditionArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetNodeMaintenanceConditionArrayOutput)
+}
+
+type GetNodeMaintenanceConditionOutput struct{ *pulumi.OutputState }
+
+func (GetNodeMaintenanceConditionOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetNodeMaintenanceCondition)(nil)).Elem()
+}
+
+func (o GetNodeMaintenanceConditionOutput) ToGetNodeMaintenanceConditionOutput() GetNodeMaintenanceConditionOutput {
+	return o
+}
+
+func (o GetNodeMaintenanceConditionOutput) ToGetNodeMaintenanceConditionOutputWithContext(ctx context.Context) GetNodeMaintenanceConditionOutput {
+	return o
+}
+
+func (o GetNodeMaintenanceConditionOutput) LastTransitionTime() pulumi.StringOutput {
+	return o.ApplyT(func(v GetNodeMaintenanceCondition) string { return v.LastTransitionTime }).(pulumi.StringOutput)
+}
+
+func (o GetNodeMaintenanceConditionOutput) Message() pulumi.StringOutput {
+	return o.ApplyT(func(v GetNodeMaintenanceCondition) string { return v.Message }).(pulumi.StringOutput)
+}
+
+func (o GetNodeMaintenanceConditionOutput) Reason() pulumi.StringOutput {
+	return o.ApplyT(func(v GetNodeMaintenanceCondition) string { return v.Reason }).(pulumi.StringOutput)
+}
+
+func (o GetNodeMaintenanceConditionOutput) Status() pulumi.StringOutput {
+	return o.ApplyT(func(v GetNodeMaintenanceCondition) string { return v.Status }).(pulumi.StringOutput)
+}
+
+func (o GetNodeMaintenanceConditionOutput) Type() pulumi.StringOutput {
+	return o.ApplyT(func(v GetNodeMaintenanceCondition) string { return v.Type }).(pulumi.StringOutput)
+}
+
+type GetNodeMaintenanceConditionArrayOutput struct{ *pulumi.OutputState }
+
+func (GetNodeMaintenanceConditionArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]GetNodeMaintenanceCondition)(nil)).Elem()
+}
+
+func (o GetNodeMaintenanceConditionArrayOutput) ToGetNodeMaintenanceConditionArrayOutput() GetNodeMaintenanceConditionArrayOutput {
+	return o
+}
+
+func (o GetNodeMaintenanceConditionArrayOutput) ToGetNodeMaintenanceConditionArrayOutputWithContext(ctx context.Context) GetNodeMaintenanceConditionArrayOutput {
+	return o
+}
+
+func (o GetNodeMaintenanceConditionArrayOutput) Index(i pulumi.IntInput) GetNodeMaintenanceConditionOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) GetNodeMaintenanceCondition {
+		return vs[0].([]GetNodeMaintenanceCondition)[vs[1].(int)]
+	}).(GetNodeMaintenanceConditionOutput)
+}
+
 type GetNodeMaintenanceListItem struct {
+	Conditions        []GetNodeMaintenanceListItemCondition      `pulumi:"conditions"`
 	DrainProgress     int                                        `pulumi:"drainProgress"`
 	ErrorOnLeaseCount int                                        `pulumi:"errorOnLeaseCount"`
 	EvictionPods      int                                        `pulumi:"evictionPods"`
@@ -595,6 +1045,7 @@ type GetNodeMaintenanceListItemInput interface {
 }
 
 type GetNodeMaintenanceListItemArgs struct {
+	Conditions        GetNodeMaintenanceListItemConditionArrayInput      `pulumi:"conditions"`
 	DrainProgress     pulumi.IntInput                                    `pulumi:"drainProgress"`
 	ErrorOnLeaseCount pulumi.IntInput                                    `pulumi:"errorOnLeaseCount"`
 	EvictionPods      pulumi.IntInput                                    `pulumi:"evictionPods"`
@@ -658,6 +1109,10 @@ func (o GetNodeMaintenanceListItemOutput) ToGetNodeMaintenanceListItemOutput() G
 
 func (o GetNodeMaintenanceListItemOutput) ToGetNodeMaintenanceListItemOutputWithContext(ctx context.Context) GetNodeMaintenanceListItemOutput {
 	return o
+}
+
+func (o GetNodeMaintenanceListItemOutput) Conditions() GetNodeMaintenanceListItemConditionArrayOutput {
+	return o.ApplyT(func(v GetNodeMaintenanceListItem) []GetNodeMaintenanceListItemCondition { return v.Conditions }).(GetNodeMaintenanceListItemConditionArrayOutput)
 }
 
 func (o GetNodeMaintenanceListItemOutput) DrainProgress() pulumi.IntOutput {
@@ -728,6 +1183,124 @@ func (o GetNodeMaintenanceListItemArrayOutput) Index(i pulumi.IntInput) GetNodeM
 	return pulumi.All(o, i).ApplyT(func(vs []interface{}) GetNodeMaintenanceListItem {
 		return vs[0].([]GetNodeMaintenanceListItem)[vs[1].(int)]
 	}).(GetNodeMaintenanceListItemOutput)
+}
+
+type GetNodeMaintenanceListItemCondition struct {
+	LastTransitionTime string `pulumi:"lastTransitionTime"`
+	Message            string `pulumi:"message"`
+	Reason             string `pulumi:"reason"`
+	Status             string `pulumi:"status"`
+	Type               string `pulumi:"type"`
+}
+
+// GetNodeMaintenanceListItemConditionInput is an input type that accepts GetNodeMaintenanceListItemConditionArgs and GetNodeMaintenanceListItemConditionOutput values.
+// You can construct a concrete instance of `GetNodeMaintenanceListItemConditionInput` via:
+//
+//	GetNodeMaintenanceListItemConditionArgs{...}
+type GetNodeMaintenanceListItemConditionInput interface {
+	pulumi.Input
+
+	ToGetNodeMaintenanceListItemConditionOutput() GetNodeMaintenanceListItemConditionOutput
+	ToGetNodeMaintenanceListItemConditionOutputWithContext(context.Context) GetNodeMaintenanceListItemConditionOutput
+}
+
+type GetNodeMaintenanceListItemConditionArgs struct {
+	LastTransitionTime pulumi.StringInput `pulumi:"lastTransitionTime"`
+	Message            pulumi.StringInput `pulumi:"message"`
+	Reason             pulumi.StringInput `pulumi:"reason"`
+	Status             pulumi.StringInput `pulumi:"status"`
+	Type               pulumi.StringInput `pulumi:"type"`
+}
+
+func (GetNodeMaintenanceListItemConditionArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetNodeMaintenanceListItemCondition)(nil)).Elem()
+}
+
+func (i GetNodeMaintenanceListItemConditionArgs) ToGetNodeMaintenanceListItemConditionOutput() GetNodeMaintenanceListItemConditionOutput {
+	return i.ToGetNodeMaintenanceListItemConditionOutputWithContext(context.Background())
+}
+
+func (i GetNodeMaintenanceListItemConditionArgs) ToGetNodeMaintenanceListItemConditionOutputWithContext(ctx context.Context) GetNodeMaintenanceListItemConditionOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetNodeMaintenanceListItemConditionOutput)
+}
+
+// GetNodeMaintenanceListItemConditionArrayInput is an input type that accepts GetNodeMaintenanceListItemConditionArray and GetNodeMaintenanceListItemConditionArrayOutput values.
+// You can construct a concrete instance of `GetNodeMaintenanceListItemConditionArrayInput` via:
+//
+//	GetNodeMaintenanceListItemConditionArray{ GetNodeMaintenanceListItemConditionArgs{...} }
+type GetNodeMaintenanceListItemConditionArrayInput interface {
+	pulumi.Input
+
+	ToGetNodeMaintenanceListItemConditionArrayOutput() GetNodeMaintenanceListItemConditionArrayOutput
+	ToGetNodeMaintenanceListItemConditionArrayOutputWithContext(context.Context) GetNodeMaintenanceListItemConditionArrayOutput
+}
+
+type GetNodeMaintenanceListItemConditionArray []GetNodeMaintenanceListItemConditionInput
+
+func (GetNodeMaintenanceListItemConditionArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]GetNodeMaintenanceListItemCondition)(nil)).Elem()
+}
+
+func (i GetNodeMaintenanceListItemConditionArray) ToGetNodeMaintenanceListItemConditionArrayOutput() GetNodeMaintenanceListItemConditionArrayOutput {
+	return i.ToGetNodeMaintenanceListItemConditionArrayOutputWithContext(context.Background())
+}
+
+func (i GetNodeMaintenanceListItemConditionArray) ToGetNodeMaintenanceListItemConditionArrayOutputWithContext(ctx context.Context) GetNodeMaintenanceListItemConditionArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetNodeMaintenanceListItemConditionArrayOutput)
+}
+
+type GetNodeMaintenanceListItemConditionOutput struct{ *pulumi.OutputState }
+
+func (GetNodeMaintenanceListItemConditionOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetNodeMaintenanceListItemCondition)(nil)).Elem()
+}
+
+func (o GetNodeMaintenanceListItemConditionOutput) ToGetNodeMaintenanceListItemConditionOutput() GetNodeMaintenanceListItemConditionOutput {
+	return o
+}
+
+func (o GetNodeMaintenanceListItemConditionOutput) ToGetNodeMaintenanceListItemConditionOutputWithContext(ctx context.Context) GetNodeMaintenanceListItemConditionOutput {
+	return o
+}
+
+func (o GetNodeMaintenanceListItemConditionOutput) LastTransitionTime() pulumi.StringOutput {
+	return o.ApplyT(func(v GetNodeMaintenanceListItemCondition) string { return v.LastTransitionTime }).(pulumi.StringOutput)
+}
+
+func (o GetNodeMaintenanceListItemConditionOutput) Message() pulumi.StringOutput {
+	return o.ApplyT(func(v GetNodeMaintenanceListItemCondition) string { return v.Message }).(pulumi.StringOutput)
+}
+
+func (o GetNodeMaintenanceListItemConditionOutput) Reason() pulumi.StringOutput {
+	return o.ApplyT(func(v GetNodeMaintenanceListItemCondition) string { return v.Reason }).(pulumi.StringOutput)
+}
+
+func (o GetNodeMaintenanceListItemConditionOutput) Status() pulumi.StringOutput {
+	return o.ApplyT(func(v GetNodeMaintenanceListItemCondition) string { return v.Status }).(pulumi.StringOutput)
+}
+
+func (o GetNodeMaintenanceListItemConditionOutput) Type() pulumi.StringOutput {
+	return o.ApplyT(func(v GetNodeMaintenanceListItemCondition) string { return v.Type }).(pulumi.StringOutput)
+}
+
+type GetNodeMaintenanceListItemConditionArrayOutput struct{ *pulumi.OutputState }
+
+func (GetNodeMaintenanceListItemConditionArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]GetNodeMaintenanceListItemCondition)(nil)).Elem()
+}
+
+func (o GetNodeMaintenanceListItemConditionArrayOutput) ToGetNodeMaintenanceListItemConditionArrayOutput() GetNodeMaintenanceListItemConditionArrayOutput {
+	return o
+}
+
+func (o GetNodeMaintenanceListItemConditionArrayOutput) ToGetNodeMaintenanceListItemConditionArrayOutputWithContext(ctx context.Context) GetNodeMaintenanceListItemConditionArrayOutput {
+	return o
+}
+
+func (o GetNodeMaintenanceListItemConditionArrayOutput) Index(i pulumi.IntInput) GetNodeMaintenanceListItemConditionOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) GetNodeMaintenanceListItemCondition {
+		return vs[0].([]GetNodeMaintenanceListItemCondition)[vs[1].(int)]
+	}).(GetNodeMaintenanceListItemConditionOutput)
 }
 
 type GetNodeMaintenanceListItemPendingPodsRef struct {
@@ -931,6 +1504,10 @@ func (o GetNodeMaintenancePendingPodsRefArrayOutput) Index(i pulumi.IntInput) Ge
 }
 
 func init() {
+	pulumi.RegisterInputType(reflect.TypeOf((*NodeMaintenanceConditionInput)(nil)).Elem(), NodeMaintenanceConditionArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*NodeMaintenanceConditionArrayInput)(nil)).Elem(), NodeMaintenanceConditionArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*NodeMaintenanceDrainInput)(nil)).Elem(), NodeMaintenanceDrainArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*NodeMaintenanceDrainPtrInput)(nil)).Elem(), NodeMaintenanceDrainArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeMaintenancePendingPodsRefInput)(nil)).Elem(), NodeMaintenancePendingPodsRefArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeMaintenancePendingPodsRefArrayInput)(nil)).Elem(), NodeMaintenancePendingPodsRefArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeMaintenanceTimeoutsInput)(nil)).Elem(), NodeMaintenanceTimeoutsArgs{})
@@ -939,12 +1516,20 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*OperatorTimeoutsPtrInput)(nil)).Elem(), OperatorTimeoutsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProviderExecInput)(nil)).Elem(), ProviderExecArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProviderExecArrayInput)(nil)).Elem(), ProviderExecArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenanceConditionInput)(nil)).Elem(), GetNodeMaintenanceConditionArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenanceConditionArrayInput)(nil)).Elem(), GetNodeMaintenanceConditionArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenanceListItemInput)(nil)).Elem(), GetNodeMaintenanceListItemArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenanceListItemArrayInput)(nil)).Elem(), GetNodeMaintenanceListItemArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenanceListItemConditionInput)(nil)).Elem(), GetNodeMaintenanceListItemConditionArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenanceListItemConditionArrayInput)(nil)).Elem(), GetNodeMaintenanceListItemConditionArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenanceListItemPendingPodsRefInput)(nil)).Elem(), GetNodeMaintenanceListItemPendingPodsRefArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenanceListItemPendingPodsRefArrayInput)(nil)).Elem(), GetNodeMaintenanceListItemPendingPodsRefArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenancePendingPodsRefInput)(nil)).Elem(), GetNodeMaintenancePendingPodsRefArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenancePendingPodsRefArrayInput)(nil)).Elem(), GetNodeMaintenancePendingPodsRefArray{})
+	pulumi.RegisterOutputType(NodeMaintenanceConditionOutput{})
+	pulumi.RegisterOutputType(NodeMaintenanceConditionArrayOutput{})
+	pulumi.RegisterOutputType(NodeMaintenanceDrainOutput{})
+	pulumi.RegisterOutputType(NodeMaintenanceDrainPtrOutput{})
 	pulumi.RegisterOutputType(NodeMaintenancePendingPodsRefOutput{})
 	pulumi.RegisterOutputType(NodeMaintenancePendingPodsRefArrayOutput{})
 	pulumi.RegisterOutputType(NodeMaintenanceTimeoutsOutput{})
@@ -953,8 +1538,12 @@ func init() {
 	pulumi.RegisterOutputType(OperatorTimeoutsPtrOutput{})
 	pulumi.RegisterOutputType(ProviderExecOutput{})
 	pulumi.RegisterOutputType(ProviderExecArrayOutput{})
+	pulumi.RegisterOutputType(GetNodeMaintenanceConditionOutput{})
+	pulumi.RegisterOutputType(GetNodeMaintenanceConditionArrayOutput{})
 	pulumi.RegisterOutputType(GetNodeMaintenanceListItemOutput{})
 	pulumi.RegisterOutputType(GetNodeMaintenanceListItemArrayOutput{})
+	pulumi.RegisterOutputType(GetNodeMaintenanceListItemConditionOutput{})
+	pulumi.RegisterOutputType(GetNodeMaintenanceListItemConditionArrayOutput{})
 	pulumi.RegisterOutputType(GetNodeMaintenanceListItemPendingPodsRefOutput{})
 	pulumi.RegisterOutputType(GetNodeMaintenanceListItemPendingPodsRefArrayOutput{})
 	pulumi.RegisterOutputType(GetNodeMaintenancePendingPodsRefOutput{})

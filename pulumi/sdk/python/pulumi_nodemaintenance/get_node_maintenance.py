@@ -27,7 +27,10 @@ class GetNodeMaintenanceResult:
     """
     A collection of values returned by getNodeMaintenance.
     """
-    def __init__(__self__, drain_progress=None, error_on_lease_count=None, eviction_pods=None, id=None, last_error=None, last_update=None, name=None, node_name=None, pending_pods=None, pending_pods_refs=None, phase=None, reason=None, total_pods=None):
+    def __init__(__self__, conditions=None, drain_progress=None, error_on_lease_count=None, eviction_pods=None, id=None, last_error=None, last_update=None, name=None, node_name=None, pending_pods=None, pending_pods_refs=None, phase=None, reason=None, total_pods=None):
+        if conditions and not isinstance(conditions, list):
+            raise TypeError("Expected argument 'conditions' to be a list")
+        pulumi.set(__self__, "conditions", conditions)
         if drain_progress and not isinstance(drain_progress, int):
             raise TypeError("Expected argument 'drain_progress' to be a int")
         pulumi.set(__self__, "drain_progress", drain_progress)
@@ -67,6 +70,11 @@ class GetNodeMaintenanceResult:
         if total_pods and not isinstance(total_pods, int):
             raise TypeError("Expected argument 'total_pods' to be a int")
         pulumi.set(__self__, "total_pods", total_pods)
+
+    @_builtins.property
+    @pulumi.getter
+    def conditions(self) -> Sequence['outputs.GetNodeMaintenanceConditionResult']:
+        return pulumi.get(self, "conditions")
 
     @_builtins.property
     @pulumi.getter(name="drainProgress")
@@ -140,6 +148,7 @@ class AwaitableGetNodeMaintenanceResult(GetNodeMaintenanceResult):
         if False:
             yield self
         return GetNodeMaintenanceResult(
+            conditions=self.conditions,
             drain_progress=self.drain_progress,
             error_on_lease_count=self.error_on_lease_count,
             eviction_pods=self.eviction_pods,
@@ -166,6 +175,7 @@ def get_node_maintenance(name: Optional[_builtins.str] = None,
     __ret__ = pulumi.runtime.invoke('nodemaintenance:index/getNodeMaintenance:getNodeMaintenance', __args__, opts=opts, typ=GetNodeMaintenanceResult).value
 
     return AwaitableGetNodeMaintenanceResult(
+        conditions=pulumi.get(__ret__, 'conditions'),
         drain_progress=pulumi.get(__ret__, 'drain_progress'),
         error_on_lease_count=pulumi.get(__ret__, 'error_on_lease_count'),
         eviction_pods=pulumi.get(__ret__, 'eviction_pods'),
@@ -189,6 +199,7 @@ def get_node_maintenance_output(name: pulumi.Input[Optional[_builtins.str]] = No
     opts = pulumi.InvokeOutputOptions.merge(_utilities.get_invoke_opts_defaults(), opts)
     __ret__ = pulumi.runtime.invoke_output('nodemaintenance:index/getNodeMaintenance:getNodeMaintenance', __args__, opts=opts, typ=GetNodeMaintenanceResult)
     return __ret__.apply(lambda __response__: GetNodeMaintenanceResult(
+        conditions=pulumi.get(__response__, 'conditions'),
         drain_progress=pulumi.get(__response__, 'drain_progress'),
         error_on_lease_count=pulumi.get(__response__, 'error_on_lease_count'),
         eviction_pods=pulumi.get(__response__, 'eviction_pods'),

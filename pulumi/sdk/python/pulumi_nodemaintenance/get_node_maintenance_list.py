@@ -27,10 +27,13 @@ class GetNodeMaintenanceListResult:
     """
     A collection of values returned by getNodeMaintenanceList.
     """
-    def __init__(__self__, all_succeeded=None, id=None, items=None, names=None, node_name=None, phase=None):
+    def __init__(__self__, all_succeeded=None, condition=None, id=None, items=None, names=None, node_name=None, phase=None):
         if all_succeeded and not isinstance(all_succeeded, bool):
             raise TypeError("Expected argument 'all_succeeded' to be a bool")
         pulumi.set(__self__, "all_succeeded", all_succeeded)
+        if condition and not isinstance(condition, str):
+            raise TypeError("Expected argument 'condition' to be a str")
+        pulumi.set(__self__, "condition", condition)
         if id and not isinstance(id, str):
             raise TypeError("Expected argument 'id' to be a str")
         pulumi.set(__self__, "id", id)
@@ -51,6 +54,11 @@ class GetNodeMaintenanceListResult:
     @pulumi.getter(name="allSucceeded")
     def all_succeeded(self) -> _builtins.bool:
         return pulumi.get(self, "all_succeeded")
+
+    @_builtins.property
+    @pulumi.getter
+    def condition(self) -> Optional[_builtins.str]:
+        return pulumi.get(self, "condition")
 
     @_builtins.property
     @pulumi.getter
@@ -85,6 +93,7 @@ class AwaitableGetNodeMaintenanceListResult(GetNodeMaintenanceListResult):
             yield self
         return GetNodeMaintenanceListResult(
             all_succeeded=self.all_succeeded,
+            condition=self.condition,
             id=self.id,
             items=self.items,
             names=self.names,
@@ -92,13 +101,15 @@ class AwaitableGetNodeMaintenanceListResult(GetNodeMaintenanceListResult):
             phase=self.phase)
 
 
-def get_node_maintenance_list(node_name: Optional[_builtins.str] = None,
+def get_node_maintenance_list(condition: Optional[_builtins.str] = None,
+                              node_name: Optional[_builtins.str] = None,
                               phase: Optional[_builtins.str] = None,
                               opts: Optional[pulumi.InvokeOptions] = None) -> AwaitableGetNodeMaintenanceListResult:
     """
-    Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase or one node, so that a CI pipeline can gate on maintenance phases without owning the resources.
+    Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase, one node or one condition, so that a CI pipeline can gate on maintenance phases without owning the resources.
     """
     __args__ = dict()
+    __args__['condition'] = condition
     __args__['nodeName'] = node_name
     __args__['phase'] = phase
     opts = pulumi.InvokeOptions.merge(_utilities.get_invoke_opts_defaults(), opts)
@@ -106,24 +117,28 @@ def get_node_maintenance_list(node_name: Optional[_builtins.str] = None,
 
     return AwaitableGetNodeMaintenanceListResult(
         all_succeeded=pulumi.get(__ret__, 'all_succeeded'),
+        condition=pulumi.get(__ret__, 'condition'),
         id=pulumi.get(__ret__, 'id'),
         items=pulumi.get(__ret__, 'items'),
         names=pulumi.get(__ret__, 'names'),
         node_name=pulumi.get(__ret__, 'node_name'),
         phase=pulumi.get(__ret__, 'phase'))
-def get_node_maintenance_list_output(node_name: pulumi.Input[Optional[Optional[_builtins.str]]] = None,
+def get_node_maintenance_list_output(condition: pulumi.Input[Optional[Optional[_builtins.str]]] = None,
+                                     node_name: pulumi.Input[Optional[Optional[_builtins.str]]] = None,
                                      phase: pulumi.Input[Optional[Optional[_builtins.str]]] = None,
                                      opts: Optional[Union[pulumi.InvokeOptions, pulumi.InvokeOutputOptions]] = None) -> pulumi.Output[GetNodeMaintenanceListResult]:
     """
-    Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase or one node, so that a CI pipeline can gate on maintenance phases without owning the resources.
+    Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase, one node or one condition, so that a CI pipeline can gate on maintenance phases without owning the resources.
     """
     __args__ = dict()
+    __args__['condition'] = condition
     __args__['nodeName'] = node_name
     __args__['phase'] = phase
     opts = pulumi.InvokeOutputOptions.merge(_utilities.get_invoke_opts_defaults(), opts)
     __ret__ = pulumi.runtime.invoke_output('nodemaintenance:index/getNodeMaintenanceList:getNodeMaintenanceList', __args__, opts=opts, typ=GetNodeMaintenanceListResult)
     return __ret__.apply(lambda __response__: GetNodeMaintenanceListResult(
         all_succeeded=pulumi.get(__response__, 'all_succeeded'),
+        condition=pulumi.get(__response__, 'condition'),
         id=pulumi.get(__response__, 'id'),
         items=pulumi.get(__response__, 'items'),
         names=pulumi.get(__response__, 'names'),

@@ -22,6 +22,7 @@ __all__ = ['NodeMaintenanceArgs', 'NodeMaintenance']
 class NodeMaintenanceArgs:
     def __init__(__self__, *,
                  node_name: pulumi.Input[_builtins.str],
+                 drain: pulumi.Input[Optional['NodeMaintenanceDrainArgs']] = None,
                  name: pulumi.Input[Optional[_builtins.str]] = None,
                  reason: pulumi.Input[Optional[_builtins.str]] = None,
                  timeouts: pulumi.Input[Optional['NodeMaintenanceTimeoutsArgs']] = None):
@@ -29,10 +30,13 @@ class NodeMaintenanceArgs:
         The set of arguments for constructing a NodeMaintenance resource.
 
         :param pulumi.Input[_builtins.str] node_name: Node to put into maintenance: the name of an existing node, a DNS-1123 subdomain of 1 to 253 lowercase letters, digits, `-` and `.`. Changing it replaces the resource: the old node is restored, then the new one drained.
+        :param pulumi.Input['NodeMaintenanceDrainArgs'] drain: How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
         :param pulumi.Input[_builtins.str] name: Name of the NodeMaintenance object: a DNS-1123 subdomain (at most 253 lowercase letters, digits, `-` and `.`). Defaults to `maintain-<node_name>`. Changing it replaces the resource.
         :param pulumi.Input[_builtins.str] reason: Why the node is in maintenance: free text of at most 1024 characters (counted as characters, not bytes, like the CRD's `spec.reason`). Updated in place.
         """
         pulumi.set(__self__, "node_name", node_name)
+        if drain is not None:
+            pulumi.set(__self__, "drain", drain)
         if name is not None:
             pulumi.set(__self__, "name", name)
         if reason is not None:
@@ -51,6 +55,18 @@ class NodeMaintenanceArgs:
     @node_name.setter
     def node_name(self, value: pulumi.Input[_builtins.str]):
         pulumi.set(self, "node_name", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def drain(self) -> pulumi.Input[Optional['NodeMaintenanceDrainArgs']]:
+        """
+        How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+        """
+        return pulumi.get(self, "drain")
+
+    @drain.setter
+    def drain(self, value: pulumi.Input[Optional['NodeMaintenanceDrainArgs']]):
+        pulumi.set(self, "drain", value)
 
     @_builtins.property
     @pulumi.getter
@@ -89,6 +105,8 @@ class NodeMaintenanceArgs:
 @pulumi.input_type
 class _NodeMaintenanceState:
     def __init__(__self__, *,
+                 conditions: pulumi.Input[Optional[Sequence[pulumi.Input['NodeMaintenanceConditionArgs']]]] = None,
+                 drain: pulumi.Input[Optional['NodeMaintenanceDrainArgs']] = None,
                  drain_progress: pulumi.Input[Optional[_builtins.int]] = None,
                  error_on_lease_count: pulumi.Input[Optional[_builtins.int]] = None,
                  eviction_pods: pulumi.Input[Optional[_builtins.int]] = None,
@@ -105,6 +123,8 @@ class _NodeMaintenanceState:
         """
         Input properties used for looking up and filtering NodeMaintenance resources.
 
+        :param pulumi.Input[Sequence[pulumi.Input['NodeMaintenanceConditionArgs']]] conditions: The operator's conditions, consistent with <span pulumi-lang-nodejs="`phase`" pulumi-lang-dotnet="`Phase`" pulumi-lang-go="`phase`" pulumi-lang-python="`phase`" pulumi-lang-yaml="`phase`" pulumi-lang-java="`phase`">`phase`</span>: `Cordoned`, `LeaseHeld` and `Drained` (`True` exactly when the phase is `Succeeded`; while `False`, its reason says why: `Draining`, `BlockedByPDB`, `WaitingForPods`, `TimedOut`, `Forced`, `Failed`). Each has <span pulumi-lang-nodejs="`type`" pulumi-lang-dotnet="`Type`" pulumi-lang-go="`type`" pulumi-lang-python="`type`" pulumi-lang-yaml="`type`" pulumi-lang-java="`type`">`type`</span>, <span pulumi-lang-nodejs="`status`" pulumi-lang-dotnet="`Status`" pulumi-lang-go="`status`" pulumi-lang-python="`status`" pulumi-lang-yaml="`status`" pulumi-lang-java="`status`">`status`</span> (`True`, `False`, `Unknown`), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span>, <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and <span pulumi-lang-nodejs="`lastTransitionTime`" pulumi-lang-dotnet="`LastTransitionTime`" pulumi-lang-go="`lastTransitionTime`" pulumi-lang-python="`last_transition_time`" pulumi-lang-yaml="`lastTransitionTime`" pulumi-lang-java="`lastTransitionTime`">`last_transition_time`</span> (RFC 3339).
+        :param pulumi.Input['NodeMaintenanceDrainArgs'] drain: How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
         :param pulumi.Input[_builtins.int] drain_progress: Percentage (0–100) of the pods that had to be evicted that are gone.
         :param pulumi.Input[_builtins.int] error_on_lease_count: Consecutive failures to hold the node lease; more than 3 fail the maintenance.
         :param pulumi.Input[_builtins.int] eviction_pods: Pods that had to be evicted, counted when the maintenance started.
@@ -118,6 +138,10 @@ class _NodeMaintenanceState:
         :param pulumi.Input[_builtins.str] reason: Why the node is in maintenance: free text of at most 1024 characters (counted as characters, not bytes, like the CRD's `spec.reason`). Updated in place.
         :param pulumi.Input[_builtins.int] total_pods: Pods on the node when the maintenance started.
         """
+        if conditions is not None:
+            pulumi.set(__self__, "conditions", conditions)
+        if drain is not None:
+            pulumi.set(__self__, "drain", drain)
         if drain_progress is not None:
             pulumi.set(__self__, "drain_progress", drain_progress)
         if error_on_lease_count is not None:
@@ -144,6 +168,30 @@ class _NodeMaintenanceState:
             pulumi.set(__self__, "timeouts", timeouts)
         if total_pods is not None:
             pulumi.set(__self__, "total_pods", total_pods)
+
+    @_builtins.property
+    @pulumi.getter
+    def conditions(self) -> pulumi.Input[Optional[Sequence[pulumi.Input['NodeMaintenanceConditionArgs']]]]:
+        """
+        The operator's conditions, consistent with <span pulumi-lang-nodejs="`phase`" pulumi-lang-dotnet="`Phase`" pulumi-lang-go="`phase`" pulumi-lang-python="`phase`" pulumi-lang-yaml="`phase`" pulumi-lang-java="`phase`">`phase`</span>: `Cordoned`, `LeaseHeld` and `Drained` (`True` exactly when the phase is `Succeeded`; while `False`, its reason says why: `Draining`, `BlockedByPDB`, `WaitingForPods`, `TimedOut`, `Forced`, `Failed`). Each has <span pulumi-lang-nodejs="`type`" pulumi-lang-dotnet="`Type`" pulumi-lang-go="`type`" pulumi-lang-python="`type`" pulumi-lang-yaml="`type`" pulumi-lang-java="`type`">`type`</span>, <span pulumi-lang-nodejs="`status`" pulumi-lang-dotnet="`Status`" pulumi-lang-go="`status`" pulumi-lang-python="`status`" pulumi-lang-yaml="`status`" pulumi-lang-java="`status`">`status`</span> (`True`, `False`, `Unknown`), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span>, <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and <span pulumi-lang-nodejs="`lastTransitionTime`" pulumi-lang-dotnet="`LastTransitionTime`" pulumi-lang-go="`lastTransitionTime`" pulumi-lang-python="`last_transition_time`" pulumi-lang-yaml="`lastTransitionTime`" pulumi-lang-java="`lastTransitionTime`">`last_transition_time`</span> (RFC 3339).
+        """
+        return pulumi.get(self, "conditions")
+
+    @conditions.setter
+    def conditions(self, value: pulumi.Input[Optional[Sequence[pulumi.Input['NodeMaintenanceConditionArgs']]]]):
+        pulumi.set(self, "conditions", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def drain(self) -> pulumi.Input[Optional['NodeMaintenanceDrainArgs']]:
+        """
+        How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+        """
+        return pulumi.get(self, "drain")
+
+    @drain.setter
+    def drain(self, value: pulumi.Input[Optional['NodeMaintenanceDrainArgs']]):
+        pulumi.set(self, "drain", value)
 
     @_builtins.property
     @pulumi.getter(name="drainProgress")
@@ -305,6 +353,7 @@ class NodeMaintenance(pulumi.CustomResource):
     def __init__(__self__,
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
+                 drain: pulumi.Input[Optional[Union['NodeMaintenanceDrainArgs', 'NodeMaintenanceDrainArgsDict', 'outputs.NodeMaintenanceDrain']]] = None,
                  name: pulumi.Input[Optional[_builtins.str]] = None,
                  node_name: pulumi.Input[Optional[_builtins.str]] = None,
                  reason: pulumi.Input[Optional[_builtins.str]] = None,
@@ -317,6 +366,7 @@ class NodeMaintenance(pulumi.CustomResource):
 
         :param str resource_name: The name of the resource.
         :param pulumi.ResourceOptions opts: Options for the resource.
+        :param pulumi.Input[Union['NodeMaintenanceDrainArgs', 'NodeMaintenanceDrainArgsDict', 'outputs.NodeMaintenanceDrain']] drain: How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
         :param pulumi.Input[_builtins.str] name: Name of the NodeMaintenance object: a DNS-1123 subdomain (at most 253 lowercase letters, digits, `-` and `.`). Defaults to `maintain-<node_name>`. Changing it replaces the resource.
         :param pulumi.Input[_builtins.str] node_name: Node to put into maintenance: the name of an existing node, a DNS-1123 subdomain of 1 to 253 lowercase letters, digits, `-` and `.`. Changing it replaces the resource: the old node is restored, then the new one drained.
         :param pulumi.Input[_builtins.str] reason: Why the node is in maintenance: free text of at most 1024 characters (counted as characters, not bytes, like the CRD's `spec.reason`). Updated in place.
@@ -347,6 +397,7 @@ class NodeMaintenance(pulumi.CustomResource):
     def _internal_init(__self__,
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
+                 drain: pulumi.Input[Optional[Union['NodeMaintenanceDrainArgs', 'NodeMaintenanceDrainArgsDict', 'outputs.NodeMaintenanceDrain']]] = None,
                  name: pulumi.Input[Optional[_builtins.str]] = None,
                  node_name: pulumi.Input[Optional[_builtins.str]] = None,
                  reason: pulumi.Input[Optional[_builtins.str]] = None,
@@ -360,12 +411,14 @@ class NodeMaintenance(pulumi.CustomResource):
                 raise TypeError('__props__ is only valid when passed in combination with a valid opts.id to get an existing resource')
             __props__ = NodeMaintenanceArgs.__new__(NodeMaintenanceArgs)
 
+            __props__.__dict__["drain"] = drain
             __props__.__dict__["name"] = name
             if node_name is None and not opts.urn:
                 raise TypeError("Missing required property 'node_name'")
             __props__.__dict__["node_name"] = node_name
             __props__.__dict__["reason"] = reason
             __props__.__dict__["timeouts"] = timeouts
+            __props__.__dict__["conditions"] = None
             __props__.__dict__["drain_progress"] = None
             __props__.__dict__["error_on_lease_count"] = None
             __props__.__dict__["eviction_pods"] = None
@@ -385,6 +438,8 @@ class NodeMaintenance(pulumi.CustomResource):
     def get(resource_name: str,
             id: pulumi.Input[str],
             opts: Optional[pulumi.ResourceOptions] = None,
+            conditions: pulumi.Input[Optional[Sequence[pulumi.Input[Union['NodeMaintenanceConditionArgs', 'NodeMaintenanceConditionArgsDict', 'outputs.NodeMaintenanceCondition']]]]] = None,
+            drain: pulumi.Input[Optional[Union['NodeMaintenanceDrainArgs', 'NodeMaintenanceDrainArgsDict', 'outputs.NodeMaintenanceDrain']]] = None,
             drain_progress: pulumi.Input[Optional[_builtins.int]] = None,
             error_on_lease_count: pulumi.Input[Optional[_builtins.int]] = None,
             eviction_pods: pulumi.Input[Optional[_builtins.int]] = None,
@@ -405,6 +460,8 @@ class NodeMaintenance(pulumi.CustomResource):
         :param str resource_name: The unique name of the resulting resource.
         :param pulumi.Input[str] id: The unique provider ID of the resource to lookup.
         :param pulumi.ResourceOptions opts: Options for the resource.
+        :param pulumi.Input[Sequence[pulumi.Input[Union['NodeMaintenanceConditionArgs', 'NodeMaintenanceConditionArgsDict', 'outputs.NodeMaintenanceCondition']]]] conditions: The operator's conditions, consistent with <span pulumi-lang-nodejs="`phase`" pulumi-lang-dotnet="`Phase`" pulumi-lang-go="`phase`" pulumi-lang-python="`phase`" pulumi-lang-yaml="`phase`" pulumi-lang-java="`phase`">`phase`</span>: `Cordoned`, `LeaseHeld` and `Drained` (`True` exactly when the phase is `Succeeded`; while `False`, its reason says why: `Draining`, `BlockedByPDB`, `WaitingForPods`, `TimedOut`, `Forced`, `Failed`). Each has <span pulumi-lang-nodejs="`type`" pulumi-lang-dotnet="`Type`" pulumi-lang-go="`type`" pulumi-lang-python="`type`" pulumi-lang-yaml="`type`" pulumi-lang-java="`type`">`type`</span>, <span pulumi-lang-nodejs="`status`" pulumi-lang-dotnet="`Status`" pulumi-lang-go="`status`" pulumi-lang-python="`status`" pulumi-lang-yaml="`status`" pulumi-lang-java="`status`">`status`</span> (`True`, `False`, `Unknown`), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span>, <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and <span pulumi-lang-nodejs="`lastTransitionTime`" pulumi-lang-dotnet="`LastTransitionTime`" pulumi-lang-go="`lastTransitionTime`" pulumi-lang-python="`last_transition_time`" pulumi-lang-yaml="`lastTransitionTime`" pulumi-lang-java="`lastTransitionTime`">`last_transition_time`</span> (RFC 3339).
+        :param pulumi.Input[Union['NodeMaintenanceDrainArgs', 'NodeMaintenanceDrainArgsDict', 'outputs.NodeMaintenanceDrain']] drain: How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
         :param pulumi.Input[_builtins.int] drain_progress: Percentage (0–100) of the pods that had to be evicted that are gone.
         :param pulumi.Input[_builtins.int] error_on_lease_count: Consecutive failures to hold the node lease; more than 3 fail the maintenance.
         :param pulumi.Input[_builtins.int] eviction_pods: Pods that had to be evicted, counted when the maintenance started.
@@ -422,6 +479,8 @@ class NodeMaintenance(pulumi.CustomResource):
 
         __props__ = _NodeMaintenanceState.__new__(_NodeMaintenanceState)
 
+        __props__.__dict__["conditions"] = conditions
+        __props__.__dict__["drain"] = drain
         __props__.__dict__["drain_progress"] = drain_progress
         __props__.__dict__["error_on_lease_count"] = error_on_lease_count
         __props__.__dict__["eviction_pods"] = eviction_pods
@@ -440,6 +499,8 @@ class NodeMaintenance(pulumi.CustomResource):
     @staticmethod
     def exists(id: pulumi.Input[str],
             opts: Optional[pulumi.ResourceOptions] = None,
+            conditions: pulumi.Input[Optional[Sequence[pulumi.Input[Union['NodeMaintenanceConditionArgs', 'NodeMaintenanceConditionArgsDict', 'outputs.NodeMaintenanceCondition']]]]] = None,
+            drain: pulumi.Input[Optional[Union['NodeMaintenanceDrainArgs', 'NodeMaintenanceDrainArgsDict', 'outputs.NodeMaintenanceDrain']]] = None,
             drain_progress: pulumi.Input[Optional[_builtins.int]] = None,
             error_on_lease_count: pulumi.Input[Optional[_builtins.int]] = None,
             eviction_pods: pulumi.Input[Optional[_builtins.int]] = None,
@@ -454,6 +515,8 @@ class NodeMaintenance(pulumi.CustomResource):
             timeouts: pulumi.Input[Optional[Union['NodeMaintenanceTimeoutsArgs', 'NodeMaintenanceTimeoutsArgsDict', 'outputs.NodeMaintenanceTimeouts']]] = None,
             total_pods: pulumi.Input[Optional[_builtins.int]] = None) -> pulumi.Output[bool]:
         __props__: dict = {}
+        __props__["conditions"] = conditions
+        __props__["drain"] = drain
         __props__["drainProgress"] = drain_progress
         __props__["errorOnLeaseCount"] = error_on_lease_count
         __props__["evictionPods"] = eviction_pods
@@ -468,6 +531,22 @@ class NodeMaintenance(pulumi.CustomResource):
         __props__["timeouts"] = timeouts
         __props__["totalPods"] = total_pods
         return pulumi.runtime.exists_resource(None, 'nodemaintenance:index/nodeMaintenance:NodeMaintenance', id, __props__, opts or pulumi.ResourceOptions())
+
+    @_builtins.property
+    @pulumi.getter
+    def conditions(self) -> pulumi.Output[Sequence['outputs.NodeMaintenanceCondition']]:
+        """
+        The operator's conditions, consistent with <span pulumi-lang-nodejs="`phase`" pulumi-lang-dotnet="`Phase`" pulumi-lang-go="`phase`" pulumi-lang-python="`phase`" pulumi-lang-yaml="`phase`" pulumi-lang-java="`phase`">`phase`</span>: `Cordoned`, `LeaseHeld` and `Drained` (`True` exactly when the phase is `Succeeded`; while `False`, its reason says why: `Draining`, `BlockedByPDB`, `WaitingForPods`, `TimedOut`, `Forced`, `Failed`). Each has <span pulumi-lang-nodejs="`type`" pulumi-lang-dotnet="`Type`" pulumi-lang-go="`type`" pulumi-lang-python="`type`" pulumi-lang-yaml="`type`" pulumi-lang-java="`type`">`type`</span>, <span pulumi-lang-nodejs="`status`" pulumi-lang-dotnet="`Status`" pulumi-lang-go="`status`" pulumi-lang-python="`status`" pulumi-lang-yaml="`status`" pulumi-lang-java="`status`">`status`</span> (`True`, `False`, `Unknown`), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span>, <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and <span pulumi-lang-nodejs="`lastTransitionTime`" pulumi-lang-dotnet="`LastTransitionTime`" pulumi-lang-go="`lastTransitionTime`" pulumi-lang-python="`last_transition_time`" pulumi-lang-yaml="`lastTransitionTime`" pulumi-lang-java="`lastTransitionTime`">`last_transition_time`</span> (RFC 3339).
+        """
+        return pulumi.get(self, "conditions")
+
+    @_builtins.property
+    @pulumi.getter
+    def drain(self) -> pulumi.Output[Optional['outputs.NodeMaintenanceDrain']]:
+        """
+        How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+        """
+        return pulumi.get(self, "drain")
 
     @_builtins.property
     @pulumi.getter(name="drainProgress")

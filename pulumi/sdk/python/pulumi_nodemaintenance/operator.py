@@ -21,6 +21,7 @@ __all__ = ['OperatorArgs', 'Operator']
 @pulumi.input_type
 class OperatorArgs:
     def __init__(__self__, *,
+                 allow_force_drain: pulumi.Input[Optional[_builtins.bool]] = None,
                  cpu_request: pulumi.Input[Optional[_builtins.str]] = None,
                  extra_args: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  image: pulumi.Input[Optional[_builtins.str]] = None,
@@ -35,6 +36,7 @@ class OperatorArgs:
         """
         The set of arguments for constructing a Operator resource.
 
+        :param pulumi.Input[_builtins.bool] allow_force_drain: Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
         :param pulumi.Input[_builtins.str] cpu_request: CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] extra_args: More operator flags, for example `["--lease-duration=30m"]`.
         :param pulumi.Input[_builtins.str] image: Operator image (`make image` builds the default, `ghcr.io/nodemaintenance/node-maintenance-operator:v0.1.0`).
@@ -46,6 +48,8 @@ class OperatorArgs:
         :param pulumi.Input[_builtins.str] webhook_ca_bundle: PEM CA certificate that signed the certificate served at <span pulumi-lang-nodejs="`webhookUrl`" pulumi-lang-dotnet="`WebhookUrl`" pulumi-lang-go="`webhookUrl`" pulumi-lang-python="`webhook_url`" pulumi-lang-yaml="`webhookUrl`" pulumi-lang-java="`webhookUrl`">`webhook_url`</span>. Requires <span pulumi-lang-nodejs="`webhookUrl`" pulumi-lang-dotnet="`WebhookUrl`" pulumi-lang-go="`webhookUrl`" pulumi-lang-python="`webhook_url`" pulumi-lang-yaml="`webhookUrl`" pulumi-lang-java="`webhookUrl`">`webhook_url`</span>.
         :param pulumi.Input[_builtins.str] webhook_url: Send the validating webhook to this URL (for example `https://10.0.0.5:9443`) instead of the in-cluster Service: for an operator that runs outside the cluster. Requires <span pulumi-lang-nodejs="`webhookCaBundle`" pulumi-lang-dotnet="`WebhookCaBundle`" pulumi-lang-go="`webhookCaBundle`" pulumi-lang-python="`webhook_ca_bundle`" pulumi-lang-yaml="`webhookCaBundle`" pulumi-lang-java="`webhookCaBundle`">`webhook_ca_bundle`</span>; usually with `replicas = 0`.
         """
+        if allow_force_drain is not None:
+            pulumi.set(__self__, "allow_force_drain", allow_force_drain)
         if cpu_request is not None:
             pulumi.set(__self__, "cpu_request", cpu_request)
         if extra_args is not None:
@@ -68,6 +72,18 @@ class OperatorArgs:
             pulumi.set(__self__, "webhook_ca_bundle", webhook_ca_bundle)
         if webhook_url is not None:
             pulumi.set(__self__, "webhook_url", webhook_url)
+
+    @_builtins.property
+    @pulumi.getter(name="allowForceDrain")
+    def allow_force_drain(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
+        """
+        return pulumi.get(self, "allow_force_drain")
+
+    @allow_force_drain.setter
+    def allow_force_drain(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "allow_force_drain", value)
 
     @_builtins.property
     @pulumi.getter(name="cpuRequest")
@@ -202,6 +218,7 @@ class OperatorArgs:
 @pulumi.input_type
 class _OperatorState:
     def __init__(__self__, *,
+                 allow_force_drain: pulumi.Input[Optional[_builtins.bool]] = None,
                  cpu_request: pulumi.Input[Optional[_builtins.str]] = None,
                  extra_args: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  image: pulumi.Input[Optional[_builtins.str]] = None,
@@ -217,6 +234,7 @@ class _OperatorState:
         """
         Input properties used for looking up and filtering Operator resources.
 
+        :param pulumi.Input[_builtins.bool] allow_force_drain: Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
         :param pulumi.Input[_builtins.str] cpu_request: CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] extra_args: More operator flags, for example `["--lease-duration=30m"]`.
         :param pulumi.Input[_builtins.str] image: Operator image (`make image` builds the default, `ghcr.io/nodemaintenance/node-maintenance-operator:v0.1.0`).
@@ -229,6 +247,8 @@ class _OperatorState:
         :param pulumi.Input[_builtins.str] webhook_ca_bundle: PEM CA certificate that signed the certificate served at <span pulumi-lang-nodejs="`webhookUrl`" pulumi-lang-dotnet="`WebhookUrl`" pulumi-lang-go="`webhookUrl`" pulumi-lang-python="`webhook_url`" pulumi-lang-yaml="`webhookUrl`" pulumi-lang-java="`webhookUrl`">`webhook_url`</span>. Requires <span pulumi-lang-nodejs="`webhookUrl`" pulumi-lang-dotnet="`WebhookUrl`" pulumi-lang-go="`webhookUrl`" pulumi-lang-python="`webhook_url`" pulumi-lang-yaml="`webhookUrl`" pulumi-lang-java="`webhookUrl`">`webhook_url`</span>.
         :param pulumi.Input[_builtins.str] webhook_url: Send the validating webhook to this URL (for example `https://10.0.0.5:9443`) instead of the in-cluster Service: for an operator that runs outside the cluster. Requires <span pulumi-lang-nodejs="`webhookCaBundle`" pulumi-lang-dotnet="`WebhookCaBundle`" pulumi-lang-go="`webhookCaBundle`" pulumi-lang-python="`webhook_ca_bundle`" pulumi-lang-yaml="`webhookCaBundle`" pulumi-lang-java="`webhookCaBundle`">`webhook_ca_bundle`</span>; usually with `replicas = 0`.
         """
+        if allow_force_drain is not None:
+            pulumi.set(__self__, "allow_force_drain", allow_force_drain)
         if cpu_request is not None:
             pulumi.set(__self__, "cpu_request", cpu_request)
         if extra_args is not None:
@@ -253,6 +273,18 @@ class _OperatorState:
             pulumi.set(__self__, "webhook_ca_bundle", webhook_ca_bundle)
         if webhook_url is not None:
             pulumi.set(__self__, "webhook_url", webhook_url)
+
+    @_builtins.property
+    @pulumi.getter(name="allowForceDrain")
+    def allow_force_drain(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
+        """
+        return pulumi.get(self, "allow_force_drain")
+
+    @allow_force_drain.setter
+    def allow_force_drain(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "allow_force_drain", value)
 
     @_builtins.property
     @pulumi.getter(name="cpuRequest")
@@ -402,6 +434,7 @@ class Operator(pulumi.CustomResource):
     def __init__(__self__,
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
+                 allow_force_drain: pulumi.Input[Optional[_builtins.bool]] = None,
                  cpu_request: pulumi.Input[Optional[_builtins.str]] = None,
                  extra_args: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  image: pulumi.Input[Optional[_builtins.str]] = None,
@@ -419,6 +452,7 @@ class Operator(pulumi.CustomResource):
 
         :param str resource_name: The name of the resource.
         :param pulumi.ResourceOptions opts: Options for the resource.
+        :param pulumi.Input[_builtins.bool] allow_force_drain: Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
         :param pulumi.Input[_builtins.str] cpu_request: CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] extra_args: More operator flags, for example `["--lease-duration=30m"]`.
         :param pulumi.Input[_builtins.str] image: Operator image (`make image` builds the default, `ghcr.io/nodemaintenance/node-maintenance-operator:v0.1.0`).
@@ -454,6 +488,7 @@ class Operator(pulumi.CustomResource):
     def _internal_init(__self__,
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
+                 allow_force_drain: pulumi.Input[Optional[_builtins.bool]] = None,
                  cpu_request: pulumi.Input[Optional[_builtins.str]] = None,
                  extra_args: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  image: pulumi.Input[Optional[_builtins.str]] = None,
@@ -474,6 +509,7 @@ class Operator(pulumi.CustomResource):
                 raise TypeError('__props__ is only valid when passed in combination with a valid opts.id to get an existing resource')
             __props__ = OperatorArgs.__new__(OperatorArgs)
 
+            __props__.__dict__["allow_force_drain"] = allow_force_drain
             __props__.__dict__["cpu_request"] = cpu_request
             __props__.__dict__["extra_args"] = extra_args
             __props__.__dict__["image"] = image
@@ -496,6 +532,7 @@ class Operator(pulumi.CustomResource):
     def get(resource_name: str,
             id: pulumi.Input[str],
             opts: Optional[pulumi.ResourceOptions] = None,
+            allow_force_drain: pulumi.Input[Optional[_builtins.bool]] = None,
             cpu_request: pulumi.Input[Optional[_builtins.str]] = None,
             extra_args: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
             image: pulumi.Input[Optional[_builtins.str]] = None,
@@ -515,6 +552,7 @@ class Operator(pulumi.CustomResource):
         :param str resource_name: The unique name of the resulting resource.
         :param pulumi.Input[str] id: The unique provider ID of the resource to lookup.
         :param pulumi.ResourceOptions opts: Options for the resource.
+        :param pulumi.Input[_builtins.bool] allow_force_drain: Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
         :param pulumi.Input[_builtins.str] cpu_request: CPU request of the operator container, a Kubernetes quantity (<span pulumi-lang-nodejs="`50m`" pulumi-lang-dotnet="`50m`" pulumi-lang-go="`50m`" pulumi-lang-python="`50m`" pulumi-lang-yaml="`50m`" pulumi-lang-java="`50m`">`50m`</span>).
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] extra_args: More operator flags, for example `["--lease-duration=30m"]`.
         :param pulumi.Input[_builtins.str] image: Operator image (`make image` builds the default, `ghcr.io/nodemaintenance/node-maintenance-operator:v0.1.0`).
@@ -531,6 +569,7 @@ class Operator(pulumi.CustomResource):
 
         __props__ = _OperatorState.__new__(_OperatorState)
 
+        __props__.__dict__["allow_force_drain"] = allow_force_drain
         __props__.__dict__["cpu_request"] = cpu_request
         __props__.__dict__["extra_args"] = extra_args
         __props__.__dict__["image"] = image
@@ -548,6 +587,7 @@ class Operator(pulumi.CustomResource):
     @staticmethod
     def exists(id: pulumi.Input[str],
             opts: Optional[pulumi.ResourceOptions] = None,
+            allow_force_drain: pulumi.Input[Optional[_builtins.bool]] = None,
             cpu_request: pulumi.Input[Optional[_builtins.str]] = None,
             extra_args: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
             image: pulumi.Input[Optional[_builtins.str]] = None,
@@ -561,6 +601,7 @@ class Operator(pulumi.CustomResource):
             webhook_ca_bundle: pulumi.Input[Optional[_builtins.str]] = None,
             webhook_url: pulumi.Input[Optional[_builtins.str]] = None) -> pulumi.Output[bool]:
         __props__: dict = {}
+        __props__["allowForceDrain"] = allow_force_drain
         __props__["cpuRequest"] = cpu_request
         __props__["extraArgs"] = extra_args
         __props__["image"] = image
@@ -574,6 +615,14 @@ class Operator(pulumi.CustomResource):
         __props__["webhookCaBundle"] = webhook_ca_bundle
         __props__["webhookUrl"] = webhook_url
         return pulumi.runtime.exists_resource(None, 'nodemaintenance:index/operator:Operator', id, __props__, opts or pulumi.ResourceOptions())
+
+    @_builtins.property
+    @pulumi.getter(name="allowForceDrain")
+    def allow_force_drain(self) -> pulumi.Output[_builtins.bool]:
+        """
+        Let a NodeMaintenance's `drain.on_timeout = "Force"` delete the pods left when its drain times out, bypassing their PodDisruptionBudgets: grants the operator <span pulumi-lang-nodejs="`delete`" pulumi-lang-dotnet="`Delete`" pulumi-lang-go="`delete`" pulumi-lang-python="`delete`" pulumi-lang-yaml="`delete`" pulumi-lang-java="`delete`">`delete`</span> on pods and runs it with `--allow-force-drain`. Off (the default), the operator cannot delete a pod and the webhook refuses `Force` with an error that says how to allow it.
+        """
+        return pulumi.get(self, "allow_force_drain")
 
     @_builtins.property
     @pulumi.getter(name="cpuRequest")

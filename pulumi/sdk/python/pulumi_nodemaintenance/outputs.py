@@ -16,13 +16,164 @@ from . import _utilities
 from . import outputs
 
 __all__ = [
+    'NodeMaintenanceCondition',
+    'NodeMaintenanceDrain',
     'NodeMaintenancePendingPodsRef',
     'NodeMaintenanceTimeouts',
     'OperatorTimeouts',
+    'GetNodeMaintenanceConditionResult',
     'GetNodeMaintenanceListItemResult',
+    'GetNodeMaintenanceListItemConditionResult',
     'GetNodeMaintenanceListItemPendingPodsRefResult',
     'GetNodeMaintenancePendingPodsRefResult',
 ]
+
+@pulumi.output_type
+class NodeMaintenanceCondition(dict):
+    @staticmethod
+    def __key_warning(key: str):
+        suggest = None
+        if key == "lastTransitionTime":
+            suggest = "last_transition_time"
+
+        if suggest:
+            pulumi.log.warn(f"Key '{key}' not found in NodeMaintenanceCondition. Access the value via the '{suggest}' property getter instead.")
+
+    def __getitem__(self, key: str) -> Any:
+        NodeMaintenanceCondition.__key_warning(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default = None) -> Any:
+        NodeMaintenanceCondition.__key_warning(key)
+        return super().get(key, default)
+
+    def __init__(__self__, *,
+                 last_transition_time: _builtins.str,
+                 message: _builtins.str,
+                 reason: _builtins.str,
+                 status: _builtins.str,
+                 type: _builtins.str):
+        pulumi.set(__self__, "last_transition_time", last_transition_time)
+        pulumi.set(__self__, "message", message)
+        pulumi.set(__self__, "reason", reason)
+        pulumi.set(__self__, "status", status)
+        pulumi.set(__self__, "type", type)
+
+    @_builtins.property
+    @pulumi.getter(name="lastTransitionTime")
+    def last_transition_time(self) -> _builtins.str:
+        return pulumi.get(self, "last_transition_time")
+
+    @_builtins.property
+    @pulumi.getter
+    def message(self) -> _builtins.str:
+        return pulumi.get(self, "message")
+
+    @_builtins.property
+    @pulumi.getter
+    def reason(self) -> _builtins.str:
+        return pulumi.get(self, "reason")
+
+    @_builtins.property
+    @pulumi.getter
+    def status(self) -> _builtins.str:
+        return pulumi.get(self, "status")
+
+    @_builtins.property
+    @pulumi.getter
+    def type(self) -> _builtins.str:
+        return pulumi.get(self, "type")
+
+
+@pulumi.output_type
+class NodeMaintenanceDrain(dict):
+    @staticmethod
+    def __key_warning(key: str):
+        suggest = None
+        if key == "gracePeriodSeconds":
+            suggest = "grace_period_seconds"
+        elif key == "onTimeout":
+            suggest = "on_timeout"
+        elif key == "podSelector":
+            suggest = "pod_selector"
+        elif key == "skipWaitForDeleteTimeout":
+            suggest = "skip_wait_for_delete_timeout"
+
+        if suggest:
+            pulumi.log.warn(f"Key '{key}' not found in NodeMaintenanceDrain. Access the value via the '{suggest}' property getter instead.")
+
+    def __getitem__(self, key: str) -> Any:
+        NodeMaintenanceDrain.__key_warning(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default = None) -> Any:
+        NodeMaintenanceDrain.__key_warning(key)
+        return super().get(key, default)
+
+    def __init__(__self__, *,
+                 grace_period_seconds: Optional[_builtins.int] = None,
+                 on_timeout: Optional[_builtins.str] = None,
+                 pod_selector: Optional[_builtins.str] = None,
+                 skip_wait_for_delete_timeout: Optional[_builtins.str] = None,
+                 timeout: Optional[_builtins.str] = None):
+        """
+        :param _builtins.int grace_period_seconds: Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+        :param _builtins.str on_timeout: What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+        :param _builtins.str pod_selector: Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+        :param _builtins.str skip_wait_for_delete_timeout: On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+        :param _builtins.str timeout: How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+        """
+        if grace_period_seconds is not None:
+            pulumi.set(__self__, "grace_period_seconds", grace_period_seconds)
+        if on_timeout is not None:
+            pulumi.set(__self__, "on_timeout", on_timeout)
+        if pod_selector is not None:
+            pulumi.set(__self__, "pod_selector", pod_selector)
+        if skip_wait_for_delete_timeout is not None:
+            pulumi.set(__self__, "skip_wait_for_delete_timeout", skip_wait_for_delete_timeout)
+        if timeout is not None:
+            pulumi.set(__self__, "timeout", timeout)
+
+    @_builtins.property
+    @pulumi.getter(name="gracePeriodSeconds")
+    def grace_period_seconds(self) -> Optional[_builtins.int]:
+        """
+        Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+        """
+        return pulumi.get(self, "grace_period_seconds")
+
+    @_builtins.property
+    @pulumi.getter(name="onTimeout")
+    def on_timeout(self) -> Optional[_builtins.str]:
+        """
+        What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+        """
+        return pulumi.get(self, "on_timeout")
+
+    @_builtins.property
+    @pulumi.getter(name="podSelector")
+    def pod_selector(self) -> Optional[_builtins.str]:
+        """
+        Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+        """
+        return pulumi.get(self, "pod_selector")
+
+    @_builtins.property
+    @pulumi.getter(name="skipWaitForDeleteTimeout")
+    def skip_wait_for_delete_timeout(self) -> Optional[_builtins.str]:
+        """
+        On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+        """
+        return pulumi.get(self, "skip_wait_for_delete_timeout")
+
+    @_builtins.property
+    @pulumi.getter
+    def timeout(self) -> Optional[_builtins.str]:
+        """
+        How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+        """
+        return pulumi.get(self, "timeout")
+
 
 @pulumi.output_type
 class NodeMaintenancePendingPodsRef(dict):
@@ -118,8 +269,49 @@ class OperatorTimeouts(dict):
 
 
 @pulumi.output_type
+class GetNodeMaintenanceConditionResult(dict):
+    def __init__(__self__, *,
+                 last_transition_time: _builtins.str,
+                 message: _builtins.str,
+                 reason: _builtins.str,
+                 status: _builtins.str,
+                 type: _builtins.str):
+        pulumi.set(__self__, "last_transition_time", last_transition_time)
+        pulumi.set(__self__, "message", message)
+        pulumi.set(__self__, "reason", reason)
+        pulumi.set(__self__, "status", status)
+        pulumi.set(__self__, "type", type)
+
+    @_builtins.property
+    @pulumi.getter(name="lastTransitionTime")
+    def last_transition_time(self) -> _builtins.str:
+        return pulumi.get(self, "last_transition_time")
+
+    @_builtins.property
+    @pulumi.getter
+    def message(self) -> _builtins.str:
+        return pulumi.get(self, "message")
+
+    @_builtins.property
+    @pulumi.getter
+    def reason(self) -> _builtins.str:
+        return pulumi.get(self, "reason")
+
+    @_builtins.property
+    @pulumi.getter
+    def status(self) -> _builtins.str:
+        return pulumi.get(self, "status")
+
+    @_builtins.property
+    @pulumi.getter
+    def type(self) -> _builtins.str:
+        return pulumi.get(self, "type")
+
+
+@pulumi.output_type
 class GetNodeMaintenanceListItemResult(dict):
     def __init__(__self__, *,
+                 conditions: Sequence['outputs.GetNodeMaintenanceListItemConditionResult'],
                  drain_progress: _builtins.int,
                  error_on_lease_count: _builtins.int,
                  eviction_pods: _builtins.int,
@@ -132,6 +324,7 @@ class GetNodeMaintenanceListItemResult(dict):
                  phase: _builtins.str,
                  reason: _builtins.str,
                  total_pods: _builtins.int):
+        pulumi.set(__self__, "conditions", conditions)
         pulumi.set(__self__, "drain_progress", drain_progress)
         pulumi.set(__self__, "error_on_lease_count", error_on_lease_count)
         pulumi.set(__self__, "eviction_pods", eviction_pods)
@@ -144,6 +337,11 @@ class GetNodeMaintenanceListItemResult(dict):
         pulumi.set(__self__, "phase", phase)
         pulumi.set(__self__, "reason", reason)
         pulumi.set(__self__, "total_pods", total_pods)
+
+    @_builtins.property
+    @pulumi.getter
+    def conditions(self) -> Sequence['outputs.GetNodeMaintenanceListItemConditionResult']:
+        return pulumi.get(self, "conditions")
 
     @_builtins.property
     @pulumi.getter(name="drainProgress")
@@ -204,6 +402,46 @@ class GetNodeMaintenanceListItemResult(dict):
     @pulumi.getter(name="totalPods")
     def total_pods(self) -> _builtins.int:
         return pulumi.get(self, "total_pods")
+
+
+@pulumi.output_type
+class GetNodeMaintenanceListItemConditionResult(dict):
+    def __init__(__self__, *,
+                 last_transition_time: _builtins.str,
+                 message: _builtins.str,
+                 reason: _builtins.str,
+                 status: _builtins.str,
+                 type: _builtins.str):
+        pulumi.set(__self__, "last_transition_time", last_transition_time)
+        pulumi.set(__self__, "message", message)
+        pulumi.set(__self__, "reason", reason)
+        pulumi.set(__self__, "status", status)
+        pulumi.set(__self__, "type", type)
+
+    @_builtins.property
+    @pulumi.getter(name="lastTransitionTime")
+    def last_transition_time(self) -> _builtins.str:
+        return pulumi.get(self, "last_transition_time")
+
+    @_builtins.property
+    @pulumi.getter
+    def message(self) -> _builtins.str:
+        return pulumi.get(self, "message")
+
+    @_builtins.property
+    @pulumi.getter
+    def reason(self) -> _builtins.str:
+        return pulumi.get(self, "reason")
+
+    @_builtins.property
+    @pulumi.getter
+    def status(self) -> _builtins.str:
+        return pulumi.get(self, "status")
+
+    @_builtins.property
+    @pulumi.getter
+    def type(self) -> _builtins.str:
+        return pulumi.get(self, "type")
 
 
 @pulumi.output_type
