@@ -148,50 +148,47 @@ type releaseZip struct {
 	content    []byte
 }
 
-var (
-	releaseOnce sync.Once
-	releaseRel  *release
-	releaseErr  error
-)
-
 // snapshotRelease is the release the test installs: the artifacts in
 // $NM_RELEASE_DIST (make test builds them into dist/ with `make
-// release-snapshot` first), or else a snapshot built once per test binary by
-// the same script into a scratch directory.
+// release-snapshot` first), or else a snapshot built by the same script into
+// a scratch directory, removed after the test.
 func snapshotRelease(t *testing.T) *release {
 	t.Helper()
 	testcluster.Get(t) // skips without TF_ACC, as the rest of the test needs a cluster
-	releaseOnce.Do(func() { releaseRel, releaseErr = loadRelease(os.Getenv("NM_RELEASE_DIST")) })
-	if releaseErr != nil {
-		t.Fatal(releaseErr)
+	dist := os.Getenv("NM_RELEASE_DIST")
+	if dist == "" {
+		dist = filepath.Join(t.TempDir(), "dist")
+		if err := buildSnapshot(dist); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return releaseRel
+	rel, err := loadRelease(dist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
+}
+
+func buildSnapshot(dist string) error {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "release-snapshot.sh"), "--dist", dist)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GPG_FINGERPRINT=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("hack/release-snapshot.sh (make release-snapshot) failed after %s: %v\n%s", time.Since(start).Round(time.Second), err, out)
+	}
+	fmt.Fprintf(os.Stderr, "built the snapshot release in %s into %s\n", time.Since(start).Round(time.Second), dist)
+	return nil
 }
 
 func loadRelease(dist string) (*release, error) {
-	if dist == "" {
-		root, err := testcluster.RepoRoot()
-		if err != nil {
-			return nil, err
-		}
-		scratch, err := os.MkdirTemp("", "nm-release-")
-		if err != nil {
-			return nil, err
-		}
-		dist = filepath.Join(scratch, "dist")
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-		defer cancel()
-		start := time.Now()
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "release-snapshot.sh"), "--dist", dist)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "GPG_FINGERPRINT=")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return nil, fmt.Errorf("hack/release-snapshot.sh (make release-snapshot) failed after %s: %v\n%s", time.Since(start).Round(time.Second), err, out)
-		}
-		fmt.Fprintf(os.Stderr, "built the snapshot release in %s into %s\n", time.Since(start).Round(time.Second), dist)
-	}
-
 	var meta struct {
 		Version string `json:"version"`
 	}
