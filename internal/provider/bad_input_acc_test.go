@@ -134,6 +134,16 @@ func TestAccBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			want: regexp.MustCompile(`(?s)Invalid Timeout.*timeouts\.create\s+is\s+"-5m",\s+which\s+is\s+not\s+a\s+positive\s+duration`)},
 		{name: "delete timeout zero", layer: layerProvider, setup: withNode, config: onNode("timeouts {\n    delete = \"0s\"\n  }"),
 			want: regexp.MustCompile(`(?s)Invalid Timeout.*timeouts\.delete\s+is\s+"0s"`)},
+		{name: "drain timeout not a duration", layer: layerProvider, setup: withNode, config: onNode("drain = {\n    timeout = \"soon\"\n  }"),
+			want: regexp.MustCompile(`(?s)Invalid Duration.*"soon"\s+is\s+not\s+a\s+Go\s+duration`)},
+		{name: "drain on_timeout without timeout", layer: layerProvider, setup: withNode, config: onNode("drain = {\n    on_timeout = \"Restore\"\n  }"),
+			want: regexp.MustCompile(`(?s)Invalid Drain Policy.*drain\.on_timeout\s+Restore\s+needs\s+drain\.timeout`)},
+		{name: "drain on_timeout unknown", layer: layerProvider, setup: withNode, config: onNode("drain = {\n    timeout = \"5m\"\n    on_timeout = \"Later\"\n  }"),
+			want: regexp.MustCompile(`(?s)on_timeout\s+value\s+must\s+be\s+one\s+of.*"Fail".*got:\s+"Later"`)},
+		{name: "drain pod_selector invalid", layer: layerProvider, setup: withNode, config: onNode("drain = {\n    pod_selector = \"app in web\"\n  }"),
+			want: regexp.MustCompile(`(?s)Invalid Label Selector.*"app in web"`)},
+		{name: "drain grace_period_seconds negative", layer: layerProvider, setup: withNode, config: onNode("drain = {\n    grace_period_seconds = -1\n  }"),
+			want: regexp.MustCompile(`(?s)grace_period_seconds\s+value\s+must\s+be\s+at\s+least\s+0`)},
 		{name: "list phase unknown", layer: layerProvider, config: func(f *badInputFixture) string {
 			return providerBlock(f.c) + "data \"nodemaintenance_list\" \"this\" {\n  phase = \"Done\"\n}\n"
 		}, want: regexp.MustCompile(`(?s)phase\s+value\s+must\s+be\s+one\s+of.*"Running".*got:\s+"Done"`)},
@@ -194,6 +204,8 @@ func TestAccBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{name: "node already in maintenance", layer: layerWebhook, setup: withMaintenance, config: func(f *badInputFixture) string {
 			return providerBlock(f.c) + fmt.Sprintf("resource \"nodemaintenance\" \"this\" {\n  name = %q\n  node_name = %q\n}\n", "second-"+f.node(), f.node())
 		}, want: regexp.MustCompile(`(?s)node\s+"node-[0-9a-f]+-\d+"\s+is\s+already\s+in\s+maintenance\s+by\s+NodeMaintenance\s+"maintain-node-`)},
+		{name: "drain on_timeout Force not allowed", layer: layerWebhook, setup: withNode, config: onNode("drain = {\n    timeout = \"5m\"\n    on_timeout = \"Force\"\n  }"),
+			want: regexp.MustCompile(`(?s)Cannot Create NodeMaintenance.*Force.*allow_force_drain\s+=\s+true`)},
 		{name: "name already taken", layer: layerAPIServer, setup: withMaintenance, config: onNode(""),
 			want: regexp.MustCompile(`(?s)Cannot Create NodeMaintenance.*"maintain-node-[0-9a-f]+-\d+"\s+already\s+exists.*import\s+it`)},
 
@@ -216,6 +228,20 @@ func TestAccBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		}, api: func(ctx context.Context, f *badInputFixture) error {
 			return f.update(ctx, func(nm *nmv1beta1.NodeMaintenance) { nm.Spec.NodeName = f.nodes[1] })
 		}, want: regexp.MustCompile(`updating spec\.NodeName isn't allowed`)},
+		{name: "spec.drain update", layer: layerWebhook, setup: func(t *testing.T, f *badInputFixture) {
+			f.maintain(t, f.addNode(t), "already in maintenance")
+		}, api: func(ctx context.Context, f *badInputFixture) error {
+			return f.update(ctx, func(nm *nmv1beta1.NodeMaintenance) {
+				nm.Spec.Drain = &nmv1beta1.DrainPolicy{Timeout: &metav1.Duration{Duration: time.Minute}}
+			})
+		}, want: regexp.MustCompile(`spec\.drain cannot be changed after creation`)},
+		{name: "spec.drain.onTimeout unknown", layer: layerCRD, setup: func(t *testing.T, f *badInputFixture) {
+			f.maintain(t, f.addNode(t), "already in maintenance")
+		}, api: func(ctx context.Context, f *badInputFixture) error {
+			return f.update(ctx, func(nm *nmv1beta1.NodeMaintenance) {
+				nm.Spec.Drain = &nmv1beta1.DrainPolicy{Timeout: &metav1.Duration{Duration: time.Minute}, OnTimeout: "Later"}
+			})
+		}, want: regexp.MustCompile(`spec\.drain\.onTimeout: Unsupported value: "Later"`)},
 		// The CRD counts characters, as the provider does, though the API
 		// server's message says bytes: the maintenance starts with 1024
 		// characters of three bytes each.
