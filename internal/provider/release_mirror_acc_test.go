@@ -479,6 +479,11 @@ func (r *mirrorRun) wantInitFailure(t *testing.T, want string) {
 // checks the node is drained, then restored.
 func (r *mirrorRun) applyAndDestroy(t *testing.T, c *testcluster.Cluster, version string) {
 	t.Helper()
+	installed := filepath.Join(r.dir, ".terraform", "providers", filepath.FromSlash(releaseSource), version,
+		runtime.GOOS+"_"+runtime.GOARCH, fmt.Sprintf("%s_v%s", releaseProject, version))
+	if _, err := os.Stat(installed); err != nil {
+		t.Fatalf("init did not install the release's binary where the CLI runs it from: %v", err)
+	}
 	ns := c.Namespace(t)
 	pool := c.NewPool(t)
 	node := pool.AddNode(t, "").Name
