@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,11 +14,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,34 +37,106 @@ import (
 // The installation's RBAC is enough, and not more: the real operator runs
 // with the installed ServiceAccount's own token (TokenRequest), serves the
 // webhook the installation points at (webhook_url mode), and completes a whole
-// maintenance; the same token cannot read secrets or delete pods.
+// maintenance; the same token cannot read secrets or delete pods (without
+// allow_force_drain, the default, nothing grants that).
 func TestAccOperatorRunsAsItsServiceAccount(t *testing.T) {
 	eachCLI(t, func(t *testing.T, c *testcluster.Cluster) {
-		stepAsideForInstallation(t, c)
-		w := newLocalWebhook(t)
-		ns := testcluster.UniqueName(t, "nmo-sa")
-		cfg := providerBlock(c) + fmt.Sprintf(`
+		installForServiceAccount(t, c, "nmo-sa", "", func(ns string, w localWebhook) error {
+			return maintenanceCycleAsServiceAccount(t, c, ns, w)
+		})
+	})
+}
+
+// installForServiceAccount installs the operator with nodemaintenance_operator
+// (extra: more attributes) in webhook_url mode, with no replicas, in place of
+// the package operator, then runs cycle (an operator run with the installed
+// ServiceAccount's token) and checks every installed grant was used in it.
+func installForServiceAccount(t *testing.T, c *testcluster.Cluster, prefix, extra string, cycle func(ns string, w localWebhook) error) {
+	stepAsideForInstallation(t, c)
+	w := newLocalWebhook(t)
+	ns := testcluster.UniqueName(t, prefix)
+	cfg := providerBlock(c) + fmt.Sprintf(`
 resource "nodemaintenance_operator" "this" {
   namespace         = %q
   replicas          = 0
   webhook_url       = "https://127.0.0.1:%d"
   webhook_ca_bundle = file(%q)
+%s}
+`, ns, w.port, w.caFile, extra)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providerFactories,
+		Steps: []resource.TestStep{{
+			Config: cfg,
+			Check: func(*terraform.State) error {
+				if err := cycle(ns, w); err != nil {
+					return err
+				}
+				return everyGrantUsed(t, c, ns)
+			},
+		}},
+	})
 }
-`, ns, w.port, w.caFile)
 
-		resource.Test(t, resource.TestCase{
-			ProtoV6ProviderFactories: providerFactories,
-			Steps: []resource.TestStep{{
-				Config: cfg,
-				Check: func(*terraform.State) error {
-					if err := maintenanceCycleAsServiceAccount(t, c, ns, w); err != nil {
-						return err
-					}
-					return everyGrantUsed(t, c, ns)
-				},
-			}},
+// allow_force_drain = true: the installation grants the deletion of pods and
+// runs the operator with --allow-force-drain. The operator, run with the
+// installed ServiceAccount's token and that flag, carries a drain whose
+// timeout expires with onTimeout Force past a PodDisruptionBudget that never
+// allows; every grant, the new one included, is used.
+func TestAccOperatorForceDrainAsServiceAccount(t *testing.T) {
+	eachCLI(t, func(t *testing.T, c *testcluster.Cluster) {
+		installForServiceAccount(t, c, "nmo-force", "  allow_force_drain = true\n", func(ns string, w localWebhook) error {
+			dep := &appsv1.Deployment{}
+			if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: config.OperatorName}, dep); err != nil {
+				return err
+			}
+			if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--allow-force-drain") {
+				return fmt.Errorf("the Deployment does not run the operator with --allow-force-drain: %v", dep.Spec.Template.Spec.Containers[0].Args)
+			}
+			return forcedMaintenanceAsServiceAccount(t, c, ns, w)
 		})
 	})
+}
+
+func forcedMaintenanceAsServiceAccount(t *testing.T, c *testcluster.Cluster, ns string, w localWebhook) error {
+	ctx := context.Background()
+	_, stop, err := startAsServiceAccount(c, ns, w, func(o *manager.Options) { o.Controller.AllowForceDrain = true })
+	if err != nil {
+		return err
+	}
+	defer stop()
+	pool := c.NewPool(t)
+	node := pool.AddNode(t, "").Name
+	podNS := c.Namespace(t)
+	c.CreateDeployment(t, podNS, "held", 2, pool.Selector())
+	c.CreatePDB(t, podNS, "held", ptr.To(intstr.FromInt32(2)), nil)
+	c.WaitRunningPods(t, podNS, "held", node, 2)
+	name := "force-" + node
+	policy := &nmv1beta1.DrainPolicy{Timeout: &metav1.Duration{Duration: 2 * time.Second}, OnTimeout: nmv1beta1.DrainTimeoutForce}
+	testcluster.WaitFor(t, time.Minute, "the ServiceAccount operator's webhook to admit", func(ctx context.Context) (bool, error) {
+		err := c.Client.Create(ctx, &nmv1beta1.NodeMaintenance{ObjectMeta: metaName(name), Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: node, Drain: policy}})
+		return err == nil, err
+	})
+	testcluster.WaitFor(t, time.Minute, name+" Succeeded by force", func(ctx context.Context) (bool, error) {
+		nm := &nmv1beta1.NodeMaintenance{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, nm); err != nil {
+			return false, err
+		}
+		if nm.Status.Phase == nmv1beta1.MaintenanceSucceeded {
+			return true, nil
+		}
+		return false, fmt.Errorf("status %+v", nm.Status)
+	})
+	if pods, err := c.PodsOnNode(ctx, node); err != nil || len(pods) != 0 {
+		return fmt.Errorf("%d pods left on %s after the forced drain (%v)", len(pods), node, err)
+	}
+	if err := c.Client.Delete(ctx, &nmv1beta1.NodeMaintenance{ObjectMeta: metaName(name)}); err != nil {
+		return err
+	}
+	testcluster.WaitFor(t, time.Minute, name+" gone", func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &nmv1beta1.NodeMaintenance{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	return nil
 }
 
 // stepAsideForInstallation stops the package operator and its local webhook
@@ -112,7 +187,7 @@ func newLocalWebhook(t *testing.T) localWebhook {
 // a TokenRequest token of the ServiceAccount the installation in ns created:
 // nothing it does may need more than the installed RBAC. It returns the
 // ServiceAccount's client config and a stop function.
-func startAsServiceAccount(c *testcluster.Cluster, ns string, w localWebhook) (*rest.Config, func(), error) {
+func startAsServiceAccount(c *testcluster.Cluster, ns string, w localWebhook, opts ...func(*manager.Options)) (*rest.Config, func(), error) {
 	ctx := context.Background()
 	tok, err := c.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, config.OperatorName,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
@@ -123,13 +198,17 @@ func startAsServiceAccount(c *testcluster.Cluster, ns string, w localWebhook) (*
 		TLSClientConfig: rest.TLSClientConfig{CAData: c.RESTConfig.CAData, CAFile: c.RESTConfig.CAFile}}
 
 	runCtx, cancel := context.WithCancel(ctx)
-	mgr, err := manager.New(runCtx, saCfg, manager.Options{
+	o := manager.Options{
 		Namespace: ns, LeaderElect: true,
 		WebhookPort: w.port, WebhookHost: "127.0.0.1", WebhookCertDir: w.certDir,
 		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
 		LeaseDuration: 6 * time.Second,
 		Controller:    controller.Options{SkipNameValidation: true},
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	mgr, err := manager.New(runCtx, saCfg, o)
 	if err != nil {
 		cancel()
 		return nil, nil, fmt.Errorf("start the operator as its ServiceAccount: %w", err)
