@@ -138,6 +138,7 @@ const (
 	ReasonCordoned     = "Cordoned"
 	ReasonNotCordoned  = "NotCordoned"
 	ReasonRestored     = "Restored"
+	ReasonRestoring    = "Restoring"
 	ReasonLeaseHeld    = "LeaseHeld"
 	ReasonLeaseNotHeld = "LeaseNotHeld"
 	ReasonDraining     = "Draining"

@@ -163,11 +163,15 @@ func (r *NodeMaintenanceReconciler) reconcile(ctx context.Context, req ctrl.Requ
 			return requeueOnConflict(err)
 		}
 	}
+	if restorePending(nm) {
+		// A restore that a pass began and could not finish.
+		return r.finishRestore(ctx, r.newScope(nm))
+	}
 	switch nm.Status.Phase {
 	case nmv1beta1.MaintenanceFailed:
-		// Terminal: the node was never touched, has been restored, or (its
-		// recorded state unreadable) is left in maintenance until the object
-		// is deleted. Nothing to retry.
+		// Terminal: the node was never touched, has been restored, or is
+		// left in maintenance until the object is deleted (spec.drain
+		// onTimeout Fail, or its recorded state unreadable). Nothing to retry.
 		return ctrl.Result{}, nil
 	case nmv1beta1.MaintenanceSucceeded:
 		return r.keepMaintenance(ctx, nm)

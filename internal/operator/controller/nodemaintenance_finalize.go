@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -76,8 +77,10 @@ func (r *NodeMaintenanceReconciler) restoreNode(ctx context.Context, nm *nmv1bet
 		r.Recorder.Eventf(node, nm, corev1.EventTypeNormal, ReasonUncordon, "Uncordon", "%s (maintenance %s)", note, nm.Name)
 	}
 	if _, ok := nm.Annotations[nodestate.PriorStateAnnotation]; ok {
-		delete(nm.Annotations, nodestate.PriorStateAnnotation)
-		if err := r.Client.Update(ctx, nm); err != nil && !apierrors.IsNotFound(err) {
+		// A patch of this one key: our own status writes in the same pass
+		// must not make it conflict.
+		patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, nodestate.PriorStateAnnotation)))
+		if err := r.Client.Patch(ctx, nm, patch); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("clear the prior node state of NodeMaintenance %s: %w", nm.Name, err)
 		}
 	}

@@ -45,11 +45,7 @@ func (r *NodeMaintenanceReconciler) holdLease(ctx context.Context, s *scope) (ct
 		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeWarning, ReasonLeaseNotHeld, "Lease", "%s", err.Error())
 	}
 	if s.touched && status.ErrorOnLeaseCount > nmv1beta1.MaxLeaseErrors {
-		if err := r.restoreNode(ctx, s.nm, s.node.Name, s.prior); err != nil {
-			return ctrl.Result{}, err
-		}
-		setCondition(s, nmv1beta1.ConditionCordoned, false, nmv1beta1.ReasonRestored, "the node was restored when the lease could not be held", r.now())
-		return r.fail(ctx, s, fmt.Sprintf(
+		return r.restoreAndFail(ctx, s, nmv1beta1.ReasonFailed, "the node was restored when the lease could not be held", fmt.Sprintf(
 			"could not hold the lease on node %s %d times in a row (last error: %v); the node was restored and the maintenance stopped. Delete this NodeMaintenance and create it again to retry",
 			s.node.Name, status.ErrorOnLeaseCount, err))
 	}

@@ -105,6 +105,19 @@ func (r *NodeMaintenanceReconciler) enterMaintenance(ctx context.Context, s *sco
 	if nodestate.InMaintenance(s.node) {
 		return ctrl.Result{}, nil
 	}
+	if s.touched {
+		// A node this maintenance already cordoned is not in maintenance:
+		// someone uncordoned it, or this pass reads a NodeMaintenance older
+		// than a restore a pass just made. Cordon again only in the first
+		// case: the live object tells them apart.
+		live := &nmv1beta1.NodeMaintenance{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.nm), live); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if live.ResourceVersion != s.nm.ResourceVersion {
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+	}
 	if err := r.patchNode(ctx, s.node.Name, nodestate.ApplyMaintenance); err != nil {
 		return ctrl.Result{}, err
 	}

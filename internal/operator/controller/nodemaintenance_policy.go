@@ -17,11 +17,9 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 )
 
-// Event reasons of spec.drain.
-const (
-	ReasonDrainTimedOut = "DrainTimedOut"
-	ReasonForcedDelete  = "ForcedDeletion"
-)
+// ReasonForcedDelete is the event of a pod deleted by spec.drain.onTimeout
+// Force, on the pod, its node and the NodeMaintenance.
+const ReasonForcedDelete = "ForcedDeletion"
 
 // policy is spec.drain, never nil.
 func policy(nm *nmv1beta1.NodeMaintenance) nmv1beta1.DrainPolicy {
@@ -127,17 +125,9 @@ func (r *NodeMaintenanceReconciler) onTimeout(ctx context.Context, s *scope, rou
 	case action == nmv1beta1.DrainTimeoutForce:
 		return r.force(ctx, s, round, timeout)
 	case action == nmv1beta1.DrainTimeoutRestore:
-		if err := r.restoreNode(ctx, s.nm, s.node.Name, s.prior); err != nil {
-			return ctrl.Result{}, true, err
-		}
-		if err := r.Leases.Release(ctx, s.node.Name); err != nil {
-			return ctrl.Result{}, true, err
-		}
-		setCondition(s, nmv1beta1.ConditionCordoned, false, nmv1beta1.ReasonRestored, "the node was restored when the drain timed out", r.now())
-		setCondition(s, nmv1beta1.ConditionLeaseHeld, false, nmv1beta1.ReasonRestored, "the lease was released when the node was restored", r.now())
 		msg := fmt.Sprintf("the drain of node %s timed out after %s (spec.drain.timeout); the node was restored to its state from before "+
 			"the maintenance (spec.drain.onTimeout Restore). Left on the node at the timeout: %s", s.node.Name, timeout, left)
-		res, err := r.failWith(ctx, s, nmv1beta1.ReasonTimedOut, msg)
+		res, err := r.restoreAndFail(ctx, s, nmv1beta1.ReasonTimedOut, "the node was restored when the drain timed out", msg)
 		return res, true, err
 	default:
 		msg := fmt.Sprintf("the drain of node %s timed out after %s (spec.drain.timeout); the node is left cordoned and tainted "+

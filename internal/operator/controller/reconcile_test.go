@@ -426,3 +426,43 @@ func TestReconcileFinalizeReleasesAdmission(t *testing.T) {
 		t.Fatalf("ledger after the finalizer = %v, want only node02's entry", got.Entries)
 	}
 }
+
+// spec.drain.onTimeout Restore, with the node patch that restores failing
+// once: the status says Restoring (not Failed yet), the next pass finishes
+// the restore and only then says Failed, and no pass cordons the node again.
+func TestReconcileRestoreOnTimeoutIsFinishedAfterAFailedPatch(t *testing.T) {
+	failPatches := 0
+	objs := testObjects()
+	objs[1].(*nmv1beta1.NodeMaintenance).Spec.Drain = &nmv1beta1.DrainPolicy{Timeout: &metav1.Duration{Duration: time.Minute}, OnTimeout: nmv1beta1.DrainTimeoutRestore}
+	e := newReconcileEnv(t, interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if _, ok := obj.(*corev1.Node); ok && failPatches > 0 {
+			failPatches--
+			return apierrors.NewServiceUnavailable("the API server is restarting")
+		}
+		return c.Patch(ctx, obj, patch, opts...)
+	}}, objs...)
+	e.evict = pdbRefusal
+	for range 3 {
+		e.reconcile()
+	}
+	assertInMaintenance(t, e.node(), true)
+	e.now = e.now.Add(2 * time.Minute)
+	failPatches = 1
+	if _, err := e.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: testNM}}); err == nil {
+		t.Fatal("the pass whose restore patch failed reported no error")
+	}
+	nm := e.maintenance()
+	if nm.Status.Phase != nmv1beta1.MaintenanceRunning || !restorePending(nm) {
+		t.Fatalf("after the failed restore: phase %s, restore pending %v, want still Running and the restore pending", nm.Status.Phase, restorePending(nm))
+	}
+	assertInMaintenance(t, e.node(), true)
+	e.reconcile()
+	assertInMaintenance(t, e.node(), false)
+	if nm := e.maintenance(); restorePending(nm) || nm.Status.Phase != nmv1beta1.MaintenanceFailed {
+		t.Fatalf("after the next pass: phase %s, restore pending %v", nm.Status.Phase, restorePending(nm))
+	}
+	for range 3 {
+		e.reconcile()
+	}
+	assertInMaintenance(t, e.node(), false)
+}
