@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -76,15 +75,27 @@ func (r *NodeMaintenanceReconciler) restoreNode(ctx context.Context, nm *nmv1bet
 		}
 		r.Recorder.Eventf(node, nm, corev1.EventTypeNormal, ReasonUncordon, "Uncordon", "%s (maintenance %s)", note, nm.Name)
 	}
-	if _, ok := nm.Annotations[nodestate.PriorStateAnnotation]; ok {
-		// A patch of this one key: our own status writes in the same pass
-		// must not make it conflict.
-		patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, nodestate.PriorStateAnnotation)))
-		if err := r.Client.Patch(ctx, nm, patch); err != nil && !apierrors.IsNotFound(err) {
+	// An update (the operator may update its NodeMaintenances, not patch
+	// them), retried on the live object after a conflict: a status write of
+	// the same pass may have come in between.
+	for attempt := 1; ; attempt++ {
+		if _, ok := nm.Annotations[nodestate.PriorStateAnnotation]; !ok {
+			return nil
+		}
+		delete(nm.Annotations, nodestate.PriorStateAnnotation)
+		err := r.Client.Update(ctx, nm)
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err) || attempt == patchAttempts:
 			return fmt.Errorf("clear the prior node state of NodeMaintenance %s: %w", nm.Name, err)
 		}
+		live := &nmv1beta1.NodeMaintenance{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(nm), live); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		*nm = *live
 	}
-	return nil
 }
 
 // patchNode applies change to the node with a merge patch guarded by the
