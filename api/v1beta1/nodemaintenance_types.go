@@ -111,6 +111,18 @@ type DrainPolicy struct {
 	// of a dead node can finish.
 	// +optional
 	SkipWaitForDeleteTimeout *metav1.Duration `json:"skipWaitForDeleteTimeout,omitempty"`
+
+	// AllowControlPlaneNode admits the maintenance of a control-plane node
+	// (labelled node-role.kubernetes.io/control-plane), which is refused
+	// without it: draining one takes a member of the control plane away.
+	// +optional
+	AllowControlPlaneNode bool `json:"allowControlPlaneNode,omitempty"`
+
+	// AllowLastSchedulableNode admits the maintenance of the last node of the
+	// cluster that pods can be scheduled on, which is refused without it:
+	// the evicted pods would have nowhere to go.
+	// +optional
+	AllowLastSchedulableNode bool `json:"allowLastSchedulableNode,omitempty"`
 }
 
 // DrainLabel is the pod label of Cluster API's drain rules, honoured here
@@ -131,6 +143,10 @@ const (
 	ConditionLeaseHeld = "LeaseHeld"
 	// ConditionDrained: every pod that had to leave the node is gone.
 	ConditionDrained = "Drained"
+	// ConditionQueued: the maintenance waits for a slot under the operator's
+	// max-unavailable limit; the node is not cordoned and its lease not
+	// taken until it is False.
+	ConditionQueued = "Queued"
 )
 
 // Condition reasons.
@@ -148,6 +164,11 @@ const (
 	ReasonTimedOut     = "TimedOut"
 	ReasonForced       = "Forced"
 	ReasonFailed       = "Failed"
+	// ReasonWaitingForSlot: Queued is True, behind the maintenances its
+	// message names.
+	ReasonWaitingForSlot = "WaitingForSlot"
+	// ReasonSlotAcquired: Queued is False, the maintenance has its slot.
+	ReasonSlotAcquired = "SlotAcquired"
 )
 
 // PodReference names a pod.
@@ -203,7 +224,7 @@ type NodeMaintenanceStatus struct {
 	// +optional
 	ErrorOnLeaseCount int `json:"errorOnLeaseCount,omitempty"`
 
-	// Conditions are Cordoned, LeaseHeld and Drained, kept consistent with
+	// Conditions are Queued, Cordoned, LeaseHeld and Drained, kept consistent with
 	// the phase: `kubectl wait --for=condition=Drained` returns once the
 	// maintenance succeeded.
 	// +optional
