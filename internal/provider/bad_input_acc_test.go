@@ -206,6 +206,17 @@ func TestAccBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		}, want: regexp.MustCompile(`(?s)node\s+"node-[0-9a-f]+-\d+"\s+is\s+already\s+in\s+maintenance\s+by\s+NodeMaintenance\s+"maintain-node-`)},
 		{name: "drain on_timeout Force not allowed", layer: layerWebhook, setup: withNode, config: onNode("drain = {\n    timeout = \"5m\"\n    on_timeout = \"Force\"\n  }"),
 			want: regexp.MustCompile(`(?s)Cannot Create NodeMaintenance.*Force.*allow_force_drain\s+=\s+true`)},
+		{name: "control-plane node", layer: layerWebhook, setup: func(t *testing.T, f *badInputFixture) {
+			node := &corev1.Node{}
+			if err := f.c.Client.Get(context.Background(), client.ObjectKey{Name: f.addNode(t)}, node); err != nil {
+				t.Fatal(err)
+			}
+			node.Labels[nmvalidation.ControlPlaneLabel] = ""
+			if err := f.c.Client.Update(context.Background(), node); err != nil {
+				t.Fatalf("label node %s as a control-plane node: %v", node.Name, err)
+			}
+		}, config: onNode(""),
+			want: regexp.MustCompile(`(?s)Cannot Create NodeMaintenance.*is\s+a\s+control-plane\s+node.*unless\s+drain.allow_control_plane_node\s+is\s+true`)},
 		{name: "name already taken", layer: layerAPIServer, setup: withMaintenance, config: onNode(""),
 			want: regexp.MustCompile(`(?s)Cannot Create NodeMaintenance.*"maintain-node-[0-9a-f]+-\d+"\s+already\s+exists.*import\s+it`)},
 

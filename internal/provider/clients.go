@@ -143,6 +143,10 @@ func (c *clients) apiError(diags *diag.Diagnostics, summary, what string, err er
 		diags.AddError("NodeMaintenance CRD Not Installed",
 			fmt.Sprintf("%s failed: the cluster at %s does not serve nodemaintenances.nodemaintenance.medik8s.io: %v\n\n"+
 				"Install the node-maintenance operator first: it installs the CRD (see the provider documentation).", what, c.cluster, err))
+	case isAdmissionDenial(err):
+		// The webhook words spec.drain in the API's names; here they are the
+		// drain block's.
+		diags.AddError(summary, fmt.Sprintf("%s failed: %s", what, terraformNames(apiMessage(err))))
 	default:
 		diags.AddError(summary, fmt.Sprintf("%s failed: %s", what, apiMessage(err)))
 	}

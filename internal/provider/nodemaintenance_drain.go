@@ -33,11 +33,14 @@ type drainModel struct {
 	PodSelector              types.String `tfsdk:"pod_selector"`
 	GracePeriodSeconds       types.Int64  `tfsdk:"grace_period_seconds"`
 	SkipWaitForDeleteTimeout types.String `tfsdk:"skip_wait_for_delete_timeout"`
+	AllowControlPlaneNode    types.Bool   `tfsdk:"allow_control_plane_node"`
+	AllowLastSchedulableNode types.Bool   `tfsdk:"allow_last_schedulable_node"`
 }
 
 var drainAttrTypes = map[string]attr.Type{
 	"timeout": types.StringType, "on_timeout": types.StringType, "pod_selector": types.StringType,
 	"grace_period_seconds": types.Int64Type, "skip_wait_for_delete_timeout": types.StringType,
+	"allow_control_plane_node": types.BoolType, "allow_last_schedulable_node": types.BoolType,
 }
 
 // drainAttribute is the drain block's schema. Every field is immutable:
@@ -70,6 +73,12 @@ func drainAttribute() schema.Attribute {
 				MarkdownDescription: "On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as " +
 					"gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.",
 				Validators: []validator.String{positiveDuration{}}},
+			"allow_control_plane_node": schema.BoolAttribute{Optional: true,
+				MarkdownDescription: "Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), " +
+					"which is refused without it: draining one takes a member of the control plane away."},
+			"allow_last_schedulable_node": schema.BoolAttribute{Optional: true,
+				MarkdownDescription: "Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, " +
+					"uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go."},
 		},
 	}
 }
@@ -84,7 +93,11 @@ func drainPolicy(ctx context.Context, block types.Object) (*nmv1beta1.DrainPolic
 	if diags.HasError() {
 		return nil, diags
 	}
-	p := &nmv1beta1.DrainPolicy{OnTimeout: nmv1beta1.DrainTimeoutAction(m.OnTimeout.ValueString())}
+	p := &nmv1beta1.DrainPolicy{
+		OnTimeout:                nmv1beta1.DrainTimeoutAction(m.OnTimeout.ValueString()),
+		AllowControlPlaneNode:    m.AllowControlPlaneNode.ValueBool(),
+		AllowLastSchedulableNode: m.AllowLastSchedulableNode.ValueBool(),
+	}
 	duration := func(v types.String, name string) *metav1.Duration {
 		if v.IsNull() || v.IsUnknown() {
 			return nil
@@ -131,6 +144,7 @@ func drainBlock(ctx context.Context, p *nmv1beta1.DrainPolicy, prior types.Objec
 	values := map[string]attr.Value{
 		"timeout": str(p.Timeout), "on_timeout": types.StringNull(), "pod_selector": types.StringNull(),
 		"grace_period_seconds": types.Int64PointerValue(p.GracePeriodSeconds), "skip_wait_for_delete_timeout": str(p.SkipWaitForDeleteTimeout),
+		"allow_control_plane_node": flag(p.AllowControlPlaneNode), "allow_last_schedulable_node": flag(p.AllowLastSchedulableNode),
 	}
 	if p.OnTimeout != "" {
 		values["on_timeout"] = types.StringValue(string(p.OnTimeout))
@@ -139,6 +153,14 @@ func drainBlock(ctx context.Context, p *nmv1beta1.DrainPolicy, prior types.Objec
 		values["pod_selector"] = types.StringValue(metav1.FormatLabelSelector(p.PodSelector))
 	}
 	return types.ObjectValue(drainAttrTypes, values)
+}
+
+// flag is a drain block boolean: true, or null (not written) for false.
+func flag(b bool) types.Bool {
+	if b {
+		return types.BoolValue(true)
+	}
+	return types.BoolNull()
 }
 
 // validDrain checks the drain block at plan time with the rules the webhook
@@ -173,6 +195,7 @@ func terraformNames(msg string) string {
 	return strings.NewReplacer(
 		"spec.drain.onTimeout", "drain.on_timeout", "spec.drain.timeout", "drain.timeout", "spec.drain.podSelector", "drain.pod_selector",
 		"spec.drain.gracePeriodSeconds", "drain.grace_period_seconds", "spec.drain.skipWaitForDeleteTimeout", "drain.skip_wait_for_delete_timeout",
+		"spec.drain.allowControlPlaneNode", "drain.allow_control_plane_node", "spec.drain.allowLastSchedulableNode", "drain.allow_last_schedulable_node",
 	).Replace(msg)
 }
 

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -86,7 +87,19 @@ type Options struct {
 	// that nobody runs, a dead node whose pods stay as the API server has
 	// them.
 	UnmanagedNodes bool
+	// NoSpareNode leaves out the spare node (SpareNode) a cluster without
+	// real nodes otherwise gets.
+	NoSpareNode bool
 }
+
+// SpareNode is a fake Ready node no test maintains, in every cluster without
+// real nodes unless Options.NoSpareNode: the operator refuses to maintain
+// the last schedulable node of a cluster, and tests that drain their own
+// nodes must not depend on what nodes other tests have at that moment. It
+// has no pool label, so pods placed on a pool never land on it. Clusters
+// with real nodes have none: pods of an in-cluster operator, which have no
+// node selector, must run on a real node, not on a fake one.
+const SpareNode = "nmt-spare"
 
 // current is the cluster of the running test package, set by Main.
 var current *Cluster
@@ -276,6 +289,11 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 	if err != nil {
 		return c, fmt.Errorf("cluster %s: the default ServiceAccount never appeared: %w", name, err)
 	}
+	if opts.RealNodes == 0 && !opts.NoSpareNode {
+		if err := c.addSpareNode(ctx); err != nil {
+			return c, err
+		}
+	}
 	for i := 1; i <= opts.RealNodes; i++ {
 		if err := c.AddRealNode(ctx, fmt.Sprintf("real%02d", i), nil); err != nil {
 			return c, err
@@ -287,6 +305,24 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 		}
 	}
 	return c, nil
+}
+
+// addSpareNode creates SpareNode and waits until kwok reports it Ready.
+func (c *Cluster) addSpareNode(ctx context.Context) error {
+	if err := c.Client.Create(ctx, FakeNode(SpareNode, nil)); err != nil {
+		return fmt.Errorf("cluster %s: create the spare node: %w", c.Name, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		node := &corev1.Node{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: SpareNode}, node); err != nil {
+			return false, nil
+		}
+		return nodeReady(node), nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster %s: the spare node %s never became Ready: %w", c.Name, SpareNode, err)
+	}
+	return nil
 }
 
 // RealNodeKwokctlArgs are the `kwokctl create cluster` arguments for a

@@ -110,14 +110,19 @@ func (c *Cluster) AddNode(t testing.TB, name string, labels map[string]string) *
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
 			return false, err
 		}
-		for _, cond := range node.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
+		return nodeReady(node), nil
 	})
 	return node
+}
+
+// nodeReady reports whether node's Ready condition is True.
+func nodeReady(node *corev1.Node) bool {
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // FakeNode is a Node that kwok manages and reports Ready, with room for many pods.

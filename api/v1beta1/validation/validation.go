@@ -1,8 +1,9 @@
 // Package validation holds the rules a NodeMaintenance and the operator's
 // --max-unavailable flag must follow, for every side that checks them: the
 // operator's admission webhook and flags, and the provider's plan-time
-// checks. It imports only the standard library, k8s.io/apimachinery and
-// the API types, so that the provider can use it without linking
+// checks, and the guards on the nodes a maintenance may take (guard.go). It
+// imports only the standard library, k8s.io/apimachinery, k8s.io/api and the
+// API types, so that the provider can use it without linking
 // controller-runtime.
 package validation
 

@@ -95,13 +95,15 @@ func TestParseMaxUnavailable(t *testing.T) {
 }
 
 // The provider links this package: it must stay free of controller-runtime
-// and of anything else heavier than the standard library and apimachinery's
-// validation and intstr packages.
+// and of anything else heavier than the standard library, apimachinery's
+// validation and intstr packages and the core API types.
 func TestImportsStayLight(t *testing.T) {
 	allowed := map[string]bool{
 		"k8s.io/apimachinery/pkg/util/intstr":     true,
 		"k8s.io/apimachinery/pkg/util/validation": true,
 		"k8s.io/apimachinery/pkg/apis/meta/v1":    true,
+		// The Node type of the guards: types only, which the provider links anyway.
+		"k8s.io/api/core/v1": true,
 		// The API types, which import apimachinery only.
 		"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1": true,
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
 )
@@ -85,7 +86,28 @@ func (r *NodeMaintenanceReconciler) observe(ctx context.Context, s *scope) (ctrl
 		}
 		return r.fail(ctx, s, msg)
 	}
+	if !s.touched {
+		if res, err := r.guard(ctx, s); ended(res, err) {
+			return res, err
+		}
+	}
 	return r.holdLease(ctx, s)
+}
+
+// guard fails a maintenance that has not touched its node yet when the node
+// is a control-plane node or the last schedulable one and spec.drain does
+// not allow it (validation.ValidateNodeGuards). The webhook refuses such a
+// create; this catches what it could not see: a maintenance admitted while
+// another node was still schedulable, or created without the webhook.
+func (r *NodeMaintenanceReconciler) guard(ctx context.Context, s *scope) (ctrl.Result, error) {
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list nodes to check that node %s is not the last schedulable one: %w", s.nm.Spec.NodeName, err)
+	}
+	if err := validation.ValidateNodeGuards(s.node, nodes.Items, s.nm.Spec.Drain); err != nil {
+		return r.fail(ctx, s, err.Error()+". Node "+s.nm.Spec.NodeName+" was not touched; delete this NodeMaintenance")
+	}
+	return ctrl.Result{}, nil
 }
 
 // enterMaintenance records the node's prior state on the NodeMaintenance,

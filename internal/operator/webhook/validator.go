@@ -93,6 +93,9 @@ func (v *Validator) validateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 		}
 		return nil, fmt.Errorf("cannot check that node %q exists: %w", nm.Spec.NodeName, err)
 	}
+	if err := v.checkNodeGuards(ctx, nm, node); err != nil {
+		return nil, err
+	}
 
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -208,6 +211,38 @@ func (v *Validator) checkMaxUnavailable(ctx context.Context, nm *nmv1beta1.NodeM
 	return fmt.Errorf("putting node %q into maintenance would make %d of %d nodes unavailable, more than --max-unavailable=%s (%d) allows; nodes already in maintenance: %s. Wait until one of them is done (delete its NodeMaintenance) and try again",
 		nm.Spec.NodeName, len(inMaintenance)+1, len(nodes.Items), v.MaxUnavailable.String(), limit, strings.Join(busy, ", "))
 }
+
+// checkNodeGuards refuses a control-plane node and the last schedulable node
+// unless spec.drain allows them (validation.ValidateNodeGuards). The nodes
+// are read a page at a time, and only until another schedulable node shows
+// up, so that a large cluster costs one small read.
+func (v *Validator) checkNodeGuards(ctx context.Context, nm *nmv1beta1.NodeMaintenance, node *corev1.Node) error {
+	if err := validation.ValidateControlPlane(node, nm.Spec.Drain); err != nil {
+		return err
+	}
+	if nm.Spec.Drain != nil && nm.Spec.Drain.AllowLastSchedulableNode {
+		return nil
+	}
+	var seen []corev1.Node
+	page := &corev1.NodeList{}
+	for {
+		if err := v.Reader.List(ctx, page, client.Limit(nodePageSize), client.Continue(page.Continue)); err != nil {
+			return fmt.Errorf("cannot list the nodes to check that node %q is not the last schedulable one: %w", nm.Spec.NodeName, err)
+		}
+		for i := range page.Items {
+			if page.Items[i].Name != node.Name && validation.Unschedulable(&page.Items[i]) == "" {
+				return nil
+			}
+		}
+		seen = append(seen, page.Items...)
+		if page.Continue == "" {
+			return validation.ValidateLastSchedulable(node, seen, nm.Spec.Drain)
+		}
+	}
+}
+
+// nodePageSize is how many nodes one read of checkNodeGuards returns.
+const nodePageSize = 100
 
 func (v *Validator) now() time.Time {
 	if v.Now != nil {

@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
+)
+
+// nodeShape is what a maintenance changes on a node: a guard that refuses
+// must leave all of it as it was.
+type nodeShape struct {
+	Unschedulable bool
+	Taints        []corev1.Taint
+	Labels        map[string]string
+	Annotations   map[string]string
+}
+
+func shapeOf(n *corev1.Node) nodeShape {
+	return nodeShape{Unschedulable: n.Spec.Unschedulable, Taints: n.Spec.Taints, Labels: n.Labels, Annotations: n.Annotations}
+}
+
+func assertUnchanged(t *testing.T, c *testcluster.Cluster, before *corev1.Node) {
+	t.Helper()
+	after := getNode(t, c, before.Name)
+	if !equality.Semantic.DeepEqual(shapeOf(before), shapeOf(after)) {
+		t.Errorf("node %s changed:\nbefore %+v\nafter  %+v", before.Name, shapeOf(before), shapeOf(after))
+	}
+}
+
+// assertNotStored fails when a NodeMaintenance of that name exists.
+func assertNotStored(t *testing.T, c *testcluster.Cluster, name string) {
+	t.Helper()
+	err := c.Client.Get(bg(), client.ObjectKey{Name: name}, &nmv1beta1.NodeMaintenance{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("NodeMaintenance %s: want not found after the refusal, got %v", name, err)
+	}
+}
+
+// A control-plane node is refused unless spec.drain.allowControlPlaneNode:
+// the create fails with the reason, no NodeMaintenance is stored and the
+// node is untouched. Allowed, it is maintained and restored as any node.
+func TestControlPlaneNodeIsRefusedUnlessAllowed(t *testing.T) {
+	c := testcluster.Get(t)
+	pool := c.NewPool(t)
+	cp := pool.AddNode(t, "")
+	cp.Labels[validation.ControlPlaneLabel] = ""
+	if err := c.Client.Update(bg(), cp); err != nil {
+		t.Fatalf("label node %s as a control-plane node: %v", cp.Name, err)
+	}
+	before := getNode(t, c, cp.Name)
+
+	name := testcluster.UniqueName(t, "cp")
+	nm := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: cp.Name, Reason: "kernel"}}
+	err := c.Client.Create(bg(), nm)
+	want := `node "` + cp.Name + `" is a control-plane node (labelled node-role.kubernetes.io/control-plane): its maintenance is refused unless spec.drain.allowControlPlaneNode is true`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("create for control-plane node %s: want a refusal saying %q, got %v", cp.Name, want, err)
+	}
+	t.Logf("refused as it should: %v", err)
+	assertNotStored(t, c, name)
+	assertUnchanged(t, c, before)
+
+	allowed := testcluster.UniqueName(t, "cp-allowed")
+	nm = &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: allowed},
+		Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: cp.Name, Drain: &nmv1beta1.DrainPolicy{AllowControlPlaneNode: true}}}
+	if err := c.Client.Create(bg(), nm); err != nil {
+		t.Fatalf("create with allowControlPlaneNode: %v", err)
+	}
+	t.Cleanup(func() { deleteMaintenance(t, c, allowed) })
+	waitPhase(t, c, allowed, nmv1beta1.MaintenanceSucceeded)
+	assertInMaintenance(t, getNode(t, c, cp.Name))
+	deleteMaintenance(t, c, allowed)
+	assertUnchanged(t, c, before)
+}
+
+// The last schedulable node of a cluster is refused unless
+// spec.drain.allowLastSchedulableNode, by the webhook at create and, for a
+// NodeMaintenance the webhook never saw, by the operator before it touches
+// the node. The test has a cluster of its own: the package's cluster keeps a
+// spare node so that the other tests may drain theirs.
+func TestLastSchedulableNodeIsRefusedUnlessAllowed(t *testing.T) {
+	testcluster.Get(t) // skips without TF_ACC
+	ctx, cancel := context.WithTimeout(bg(), 5*time.Minute)
+	c, err := testcluster.StartWith(ctx, "guards", testcluster.Options{UnmanagedNodes: true, NoSpareNode: true})
+	if err == nil {
+		err = c.InstallCRD(ctx)
+	}
+	cancel()
+	if c != nil {
+		t.Cleanup(c.Stop)
+	}
+	if err != nil {
+		t.Fatalf("start a cluster of the test's own: %v", err)
+	}
+	last := c.AddNode(t, "last", nil)
+	other := c.AddNode(t, "other", nil)
+
+	// Created before any webhook is installed, while "other" takes pods;
+	// then "other" is cordoned. The operator, started now, must not touch
+	// "last".
+	unseen := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "maintain-last-unseen"}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: "last"}}
+	if err := c.Client.Create(bg(), unseen); err != nil {
+		t.Fatalf("create %s without a webhook: %v", unseen.Name, err)
+	}
+	other.Spec.Unschedulable = true
+	if err := c.Client.Update(bg(), other); err != nil {
+		t.Fatalf("cordon node other: %v", err)
+	}
+	before := getNode(t, c, last.Name)
+	op, err := testoperator.Start(c, defaultOptions())
+	if err != nil {
+		t.Fatalf("start the operator on the test's cluster: %v", err)
+	}
+	t.Cleanup(op.Stop)
+
+	got := waitPhase(t, c, unseen.Name, nmv1beta1.MaintenanceFailed)
+	const wantLast = `node "last" is the last schedulable node of the cluster (no other node takes pods: other (cordoned)): its maintenance is refused unless spec.drain.allowLastSchedulableNode is true`
+	if !strings.Contains(got.Status.LastError, wantLast) || !strings.Contains(got.Status.LastError, "Node last was not touched") {
+		t.Errorf("lastError = %q, want it to say %q and that the node was not touched", got.Status.LastError, wantLast)
+	}
+	assertUnchanged(t, c, before)
+	if _, err := getLease(c, "last"); !apierrors.IsNotFound(err) {
+		t.Errorf("the lease of node last: want none taken, got %v", err)
+	}
+	deleteMaintenance(t, c, unseen.Name)
+	assertUnchanged(t, c, before)
+
+	// Through the webhook: refused at create, nothing stored.
+	refused := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "maintain-last"}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: "last", Reason: "disk"}}
+	err = c.Client.Create(bg(), refused)
+	if err == nil || !strings.Contains(err.Error(), wantLast) {
+		t.Fatalf("create for the last schedulable node: want a refusal saying %q, got %v", wantLast, err)
+	}
+	t.Logf("refused as it should: %v", err)
+	assertNotStored(t, c, refused.Name)
+	assertUnchanged(t, c, before)
+
+	// Allowed, it is maintained, and restored on delete.
+	allowed := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "maintain-last-allowed"},
+		Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: "last", Drain: &nmv1beta1.DrainPolicy{AllowLastSchedulableNode: true}}}
+	if err := c.Client.Create(bg(), allowed); err != nil {
+		t.Fatalf("create with allowLastSchedulableNode: %v", err)
+	}
+	waitPhase(t, c, allowed.Name, nmv1beta1.MaintenanceSucceeded)
+	assertInMaintenance(t, getNode(t, c, "last"))
+	deleteMaintenance(t, c, allowed.Name)
+	assertUnchanged(t, c, before)
+
+	// Once "other" takes pods again, "last" is an ordinary node.
+	other = getNode(t, c, "other")
+	other.Spec.Unschedulable = false
+	if err := c.Client.Update(bg(), other); err != nil {
+		t.Fatalf("uncordon node other: %v", err)
+	}
+	// The node lifecycle controller takes its unschedulable taint off a
+	// moment after the uncordon.
+	testcluster.WaitFor(t, time.Minute, "node other schedulable again", func(ctx context.Context) (bool, error) {
+		n := &corev1.Node{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: "other"}, n); err != nil {
+			return false, err
+		}
+		if why := validation.Unschedulable(n); why != "" {
+			return false, fmt.Errorf("node other: %s", why)
+		}
+		return true, nil
+	})
+	ordinary := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "maintain-last-ordinary"}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: "last"}}
+	if err := c.Client.Create(bg(), ordinary); err != nil {
+		t.Fatalf("create once another node is schedulable: %v", err)
+	}
+	waitPhase(t, c, ordinary.Name, nmv1beta1.MaintenanceSucceeded)
+	deleteMaintenance(t, c, ordinary.Name)
+	assertUnchanged(t, c, before)
+}
