@@ -170,7 +170,10 @@ func logTail(t *testing.T, path string, n int) {
 // exactly as it was.
 func TestOperatorKilledFiveTimesMidDrain(t *testing.T) {
 	c := testcluster.Get(t)
-	const pods = 8
+	// A PDB lets one pod go at a time, 2 s each: about 24 s of drain, well
+	// beyond five kill points (up to 2 s apart) and restarts (1-2 s each
+	// on a busy machine).
+	const pods = 12
 	ns, node := slowDrain(t, c, "svc", pods, 2*time.Second)
 	before := settledStateOf(t, c, node)
 	p := runOperatorProcess(t, c)
