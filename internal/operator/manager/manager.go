@@ -117,6 +117,11 @@ type Options struct {
 
 	// MaxUnavailable bounds the nodes in maintenance at once ("2" or "20%").
 	MaxUnavailable string
+	// MaxUnavailablePolicy is what happens to a NodeMaintenance created
+	// beyond MaxUnavailable: validation.MaxUnavailableQueue (the default:
+	// the controller queues it) or validation.MaxUnavailableRefuse (the
+	// webhook refuses it).
+	MaxUnavailablePolicy string
 	// LeaseDuration of the node leases.
 	LeaseDuration time.Duration
 	Controller    controller.Options
@@ -165,6 +170,18 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		}
 		maxUnavailable = &v
 	}
+	policy, err := validation.ParseMaxUnavailablePolicy(o.MaxUnavailablePolicy)
+	if err != nil {
+		return nil, err
+	}
+	// One of the two enforces the limit: the controller's queue, or the
+	// webhook's refusal.
+	var refuseBeyond *intstr.IntOrString
+	if policy == validation.MaxUnavailableRefuse {
+		refuseBeyond = maxUnavailable
+	} else {
+		o.Controller.MaxUnavailable = maxUnavailable
+	}
 
 	direct, err := client.New(cfg, client.Options{Scheme: Scheme})
 	if err != nil {
@@ -201,7 +218,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := addRunnables(ctx, mgr, cfg, o, maxUnavailable, certsReady); err != nil {
+	if err := addRunnables(ctx, mgr, cfg, o, refuseBeyond, certsReady); err != nil {
 		return nil, err
 	}
 	return mgr, nil
