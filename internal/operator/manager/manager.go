@@ -162,26 +162,11 @@ func (o Options) withDefaults() Options {
 // New builds the operator's manager on cfg.
 func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	o = o.withDefaults()
-	var maxUnavailable *intstr.IntOrString
-	if o.MaxUnavailable != "" {
-		v, err := validation.ParseMaxUnavailable(o.MaxUnavailable)
-		if err != nil {
-			return nil, err
-		}
-		maxUnavailable = &v
-	}
-	policy, err := validation.ParseMaxUnavailablePolicy(o.MaxUnavailablePolicy)
+	queueBeyond, refuseBeyond, err := maxUnavailableLimits(o)
 	if err != nil {
 		return nil, err
 	}
-	// One of the two enforces the limit: the controller's queue, or the
-	// webhook's refusal.
-	var refuseBeyond *intstr.IntOrString
-	if policy == validation.MaxUnavailableRefuse {
-		refuseBeyond = maxUnavailable
-	} else {
-		o.Controller.MaxUnavailable = maxUnavailable
-	}
+	o.Controller.MaxUnavailable = queueBeyond
 
 	direct, err := client.New(cfg, client.Options{Scheme: Scheme})
 	if err != nil {
@@ -222,4 +207,26 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// maxUnavailableLimits reads --max-unavailable and its policy, and says who
+// enforces the limit: the controller, which queues the NodeMaintenances
+// beyond it (Queue), or the webhook, which refuses them (Refuse). Both are
+// nil without a limit.
+func maxUnavailableLimits(o Options) (queueBeyond, refuseBeyond *intstr.IntOrString, err error) {
+	policy, err := validation.ParseMaxUnavailablePolicy(o.MaxUnavailablePolicy)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.MaxUnavailable == "" {
+		return nil, nil, nil
+	}
+	v, err := validation.ParseMaxUnavailable(o.MaxUnavailable)
+	if err != nil {
+		return nil, nil, err
+	}
+	if policy == validation.MaxUnavailableRefuse {
+		return nil, &v, nil
+	}
+	return &v, nil, nil
 }
