@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,6 +19,7 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
@@ -253,6 +255,21 @@ func TestMaxUnavailableQueue(t *testing.T) {
 		}
 	}
 	assertQueue(0)
+	if body := scrape(t, operator.MetricsURL); !strings.Contains(body, "nodemaintenance_queued_maintenances 4") {
+		t.Errorf("the metrics do not count 4 queued maintenances:\n%s", grepLines(body, "nodemaintenance_"))
+	}
+	testcluster.WaitFor(t, 30*time.Second, "a Queued event on "+order[2], func(ctx context.Context) (bool, error) {
+		list := &eventsv1.EventList{}
+		if err := c.Client.List(ctx, list); err != nil {
+			return false, err
+		}
+		for _, e := range list.Items {
+			if e.Reason == controller.ReasonQueued && e.Regarding.Name == order[2] && strings.Contains(e.Note, "queued behind") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 
 	// Each deletion lets the next one start, promptly.
 	for i := range 4 {
@@ -338,4 +355,15 @@ func TestMaxUnavailableQueueOrder(t *testing.T) {
 	if most != 1 || strings.Join(cordonOrder, ",") != strings.Join(want, ",") {
 		t.Errorf("at most %d nodes cordoned at once, in the order %v; want 1, in the creation order %v", most, cordonOrder, want)
 	}
+}
+
+// grepLines keeps the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -231,3 +231,22 @@ func TestReconcileQueueCountsGrantsNotYetSeen(t *testing.T) {
 		t.Fatalf("Queued %+v, want True behind maintain-node03", c)
 	}
 }
+
+// A maintenance queued under a limit the operator no longer has starts, and
+// says so.
+func TestReconcileQueuedStartsWithoutALimit(t *testing.T) {
+	e := queueEnv(t, interceptor.Funcs{})
+	e.r.Options.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+	e.reconcileNamed("maintain-node01")
+	e.reconcileNamed("maintain-node02")
+	if !queued(e.named("maintain-node02")) {
+		t.Fatal("maintain-node02 is not queued under --max-unavailable=1")
+	}
+	e.r.Options.MaxUnavailable = nil
+	e.reconcileNamed("maintain-node02")
+	assertInMaintenance(t, e.nodeNamed("node02"), true)
+	c := meta.FindStatusCondition(e.named("maintain-node02").Status.Conditions, nmv1beta1.ConditionQueued)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != nmv1beta1.ReasonSlotAcquired {
+		t.Errorf("Queued %+v, want False SlotAcquired", c)
+	}
+}
