@@ -90,8 +90,13 @@ func (r *NodeMaintenanceReconciler) waitForSlot(ctx context.Context, s *scope) (
 
 	r.queueMu.Lock()
 	defer r.queueMu.Unlock()
-	if r.granted[s.nm.UID] || grantedInStatus(s.nm) {
+	if grantedInStatus(s.nm) {
 		return ctrl.Result{}, nil
+	}
+	if r.granted[s.nm.UID] {
+		// Granted by an earlier pass whose status write failed: record it
+		// before the lease is taken.
+		return r.recordGrant(ctx, s, "a slot was granted under --max-unavailable="+limit.String())
 	}
 	list := &nmv1beta1.NodeMaintenanceList{}
 	if err := r.Client.List(ctx, list); err != nil {
@@ -115,17 +120,7 @@ func (r *NodeMaintenanceReconciler) waitForSlot(ctx context.Context, s *scope) (
 		// In memory first: a pass that decides before this grant reaches
 		// the cache must count it (see the comment at the top).
 		r.granted[s.nm.UID] = true
-		if s.status.Phase == "" {
-			s.status.Phase = nmv1beta1.MaintenanceRunning
-		}
-		setCondition(s, nmv1beta1.ConditionQueued, false, nmv1beta1.ReasonSlotAcquired,
-			fmt.Sprintf("a slot is free: %s, and %d other maintenances hold one", rule, len(pos.holding)), r.now())
-		// Written before the lease is taken, so that a restarted operator
-		// counts the grant.
-		if err := r.writeStatus(ctx, s.nm, s.status); err != nil {
-			return requeueOnConflict(err)
-		}
-		return ctrl.Result{}, nil
+		return r.recordGrant(ctx, s, fmt.Sprintf("a slot is free: %s, and %d other maintenances hold one", rule, len(pos.holding)))
 	}
 
 	msg := fmt.Sprintf("queued behind %s: %s; this maintenance starts, first come first served, when one of them ends "+
@@ -142,6 +137,21 @@ func (r *NodeMaintenanceReconciler) waitForSlot(ctx context.Context, s *scope) (
 		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeNormal, ReasonQueued, "Queue", "Maintenance of node %s %s", s.nm.Spec.NodeName, msg)
 	}
 	return ctrl.Result{RequeueAfter: queueBackstop}, nil
+}
+
+// recordGrant writes Queued False (SlotAcquired) to the status and lets the
+// pass go on. It is written before the lease is taken, so that a restarted
+// operator counts the grant; a pass that cannot write it ends, and the next
+// one writes it again (the grant is in memory).
+func (r *NodeMaintenanceReconciler) recordGrant(ctx context.Context, s *scope, msg string) (ctrl.Result, error) {
+	if s.status.Phase == "" {
+		s.status.Phase = nmv1beta1.MaintenanceRunning
+	}
+	setCondition(s, nmv1beta1.ConditionQueued, false, nmv1beta1.ReasonSlotAcquired, msg, r.now())
+	if err := r.writeStatus(ctx, s.nm, s.status); err != nil {
+		return requeueOnConflict(err)
+	}
+	return ctrl.Result{}, nil
 }
 
 // queue is where one maintenance stands: the maintenances holding a slot and

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,8 +10,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -249,4 +252,26 @@ func TestReconcileQueuedStartsWithoutALimit(t *testing.T) {
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != nmv1beta1.ReasonSlotAcquired {
 		t.Errorf("Queued %+v, want False SlotAcquired", c)
 	}
+}
+
+// A grant whose status write failed is written again by the next pass,
+// before the lease is taken and the node touched.
+func TestReconcileQueueRewritesALostGrant(t *testing.T) {
+	fail := true
+	e := queueEnv(t, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		if fail {
+			fail = false
+			return apierrors.NewConflict(schema.GroupResource{Resource: "nodemaintenances"}, obj.GetName(), errors.New("changed"))
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}})
+	if res := e.reconcileNamed("maintain-node01"); res.RequeueAfter == 0 {
+		t.Fatalf("a pass whose grant was not written went on: %+v", res)
+	}
+	assertInMaintenance(t, e.nodeNamed("node01"), false)
+	e.reconcileNamed("maintain-node01")
+	if !grantedInStatus(e.named("maintain-node01")) {
+		t.Error("the grant was not written by the next pass")
+	}
+	assertInMaintenance(t, e.nodeNamed("node01"), true)
 }
