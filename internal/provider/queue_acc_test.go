@@ -21,7 +21,8 @@ import (
 )
 
 // Two pipelines share --max-unavailable=2 (the Queue policy): the first
-// configuration holds two nodes; the apply of a second configuration for a
+// configuration holds two nodes; an apply for a third node whose create
+// timeout runs out in the queue says so and destroy takes it out; the apply of a second configuration for a
 // third node waits, its NodeMaintenance queued behind the first two and its
 // node untouched, says so in its timeline, and completes once the first
 // configuration is destroyed.
@@ -71,6 +72,32 @@ resource "nodemaintenance" "c" {
 		})
 
 		first.mustRun(t, "apply", "-auto-approve")
+		// Both of the first configuration's maintenances hold the slots,
+		// named in the queue's order.
+		want := fmt.Sprintf("queued behind %s: --max-unavailable=2", behindOrder(t, c, "maintain-"+n1, "maintain-"+n2))
+
+		// A create timeout that runs out in the queue says so; destroy
+		// leaves the queue, the node untouched throughout.
+		short := newCLIRun(t, writeConfig(t, providerBlock(c)+fmt.Sprintf(`
+resource "nodemaintenance" "c" {
+  node_name = %q
+  timeouts {
+    create = "3s"
+  }
+}
+`, n3)))
+		outShort, err := short.run(t, "apply", "-auto-approve")
+		if err == nil || !strings.Contains(outShort, "Timed Out Waiting in the Maintenance Queue") ||
+			!strings.Contains(strings.Join(strings.Fields(outShort), " "), "It never started: it is "+want) {
+			t.Errorf("an apply whose create timeout ran out in the queue (%v) does not say so:\n%s", err, outShort)
+		}
+		if err := nodeCheck(c, n3, schedulable)(nil); err != nil {
+			t.Errorf("the queued maintenance touched its node: %v", err)
+		}
+		short.mustRun(t, "destroy", "-auto-approve")
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: "maintain-" + n3}, &nmv1beta1.NodeMaintenance{}); err == nil {
+			t.Errorf("maintain-%s is left after its destroy", n3)
+		}
 
 		// The second apply, with the provider's timeline (TF_LOG_PROVIDER=INFO).
 		cmd := exec.Command(second.cli, "apply", "-no-color", "-auto-approve")
@@ -90,9 +117,6 @@ resource "nodemaintenance" "c" {
 		})
 
 		queued := "maintain-" + n3
-		// Both of the first configuration's maintenances hold the slots,
-		// named in the queue's order.
-		want := fmt.Sprintf("queued behind %s: --max-unavailable=2", behindOrder(t, c, "maintain-"+n1, "maintain-"+n2))
 		testcluster.WaitFor(t, 2*time.Minute, queued+" to be queued", func(ctx context.Context) (bool, error) {
 			select {
 			case err := <-done:
