@@ -275,3 +275,18 @@ func TestReconcileQueueRewritesALostGrant(t *testing.T) {
 	}
 	assertInMaintenance(t, e.nodeNamed("node01"), true)
 }
+
+// A percentage is of all the nodes, rounded down, at least one, as the
+// webhook counts it (validation.MaxUnavailableNodes).
+func TestReconcileQueuePercentage(t *testing.T) {
+	e := queueEnv(t, interceptor.Funcs{})
+	e.r.Options.MaxUnavailable = ptr.To(intstr.FromString("50%"))
+	e.reconcileNamed("maintain-node01")
+	e.reconcileNamed("maintain-node02")
+	assertInMaintenance(t, e.nodeNamed("node01"), true)
+	assertInMaintenance(t, e.nodeNamed("node02"), false)
+	c := meta.FindStatusCondition(e.named("maintain-node02").Status.Conditions, nmv1beta1.ConditionQueued)
+	if want := "queued behind maintain-node01: --max-unavailable=50% lets 1 of 3 nodes"; c == nil || !strings.HasPrefix(c.Message, want) {
+		t.Errorf("Queued %+v, want a message starting %q", c, want)
+	}
+}
