@@ -71,6 +71,9 @@ type OperatorOptions struct {
 	Replicas       int32
 	Resources      corev1.ResourceRequirements
 	MaxUnavailable string
+	// MaxUnavailablePolicy is --max-unavailable-policy: Queue (the
+	// operator's default when empty) or Refuse.
+	MaxUnavailablePolicy string
 	// AllowForceDrain grants the operator the deletion of pods and lets it
 	// carry out spec.drain.onTimeout Force (--allow-force-drain). Off, the
 	// webhook refuses Force and the operator has no right to delete a pod.
@@ -198,6 +201,9 @@ func deployment(o OperatorOptions, labels map[string]string, m metav1.ObjectMeta
 	}
 	if o.MaxUnavailable != "" {
 		args = append(args, "--max-unavailable="+o.MaxUnavailable)
+	}
+	if o.MaxUnavailablePolicy != "" {
+		args = append(args, "--max-unavailable-policy="+o.MaxUnavailablePolicy)
 	}
 	if o.AllowForceDrain {
 		args = append(args, "--allow-force-drain")

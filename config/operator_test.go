@@ -14,7 +14,7 @@ import (
 )
 
 func TestOperatorObjectsAreCompleteAndConsistent(t *testing.T) {
-	objs, err := OperatorObjects(OperatorOptions{Namespace: "nmo", Replicas: 2, MaxUnavailable: "20%", ExtraArgs: []string{"--lease-duration=30m"}})
+	objs, err := OperatorObjects(OperatorOptions{Namespace: "nmo", Replicas: 2, MaxUnavailable: "20%", MaxUnavailablePolicy: "Refuse", ExtraArgs: []string{"--lease-duration=30m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestOperatorObjectsAreCompleteAndConsistent(t *testing.T) {
 		t.Errorf("the webhook certificate secret %s is not mounted at %s: volumes %+v, mounts %+v", WebhookSecretName, certDir, vols, c.VolumeMounts)
 	}
 	args := strings.Join(c.Args, " ")
-	for _, want := range []string{"--leader-elect", "--max-unavailable=20%", "--lease-duration=30m", "--webhook-secret-name=" + WebhookSecretName} {
+	for _, want := range []string{"--leader-elect", "--max-unavailable=20%", "--max-unavailable-policy=Refuse", "--lease-duration=30m", "--webhook-secret-name=" + WebhookSecretName} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}

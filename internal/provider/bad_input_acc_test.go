@@ -151,6 +151,8 @@ func TestAccBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			want: regexp.MustCompile(`(?s)Invalid Max Unavailable.*max_unavailable\s+"lots"\s+is\s+not\s+a\s+number\s+of\s+nodes`)},
 		{name: "operator max_unavailable negative", layer: layerProvider, config: operatorWith(`max_unavailable = "-1"`),
 			want: regexp.MustCompile(`(?s)Invalid Max Unavailable.*max_unavailable\s+"-1"`)},
+		{name: "operator max_unavailable_policy unknown", layer: layerProvider, config: operatorWith(`max_unavailable_policy = "Wait"`),
+			want: regexp.MustCompile(`(?s)max_unavailable_policy\s+value\s+must\s+be\s+one\s+of.*"Queue".*"Refuse".*got:\s+"Wait"`)},
 		{name: "operator cpu_request not a quantity", layer: layerProvider, config: operatorWith(`cpu_request = "lots"`),
 			want: regexp.MustCompile(`(?s)Invalid Quantity.*cpu_request\s+"lots"\s+is\s+not\s+a\s+Kubernetes\s+quantity`)},
 		{name: "operator memory_limit negative", layer: layerProvider, config: operatorWith(`memory_limit = "-64Mi"`),

@@ -62,9 +62,9 @@ func (d *NodeMaintenanceListDataSource) Schema(_ context.Context, _ datasource.S
 			"node_name": schema.StringAttribute{Optional: true, MarkdownDescription: "Only the NodeMaintenance of this node."},
 			"condition": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Only NodeMaintenances with this condition, as `kubectl wait --for=condition=` takes it: `Drained` " +
-					"(status `True`) or `TYPE=STATUS`, e.g. `Drained=False`, `LeaseHeld=True`. The types are `Cordoned`, `LeaseHeld` and `Drained`.",
+					"(status `True`) or `TYPE=STATUS`, e.g. `Drained=False`, `LeaseHeld=True`, `Queued`. The types are `Queued`, `Cordoned`, `LeaseHeld` and `Drained`.",
 				Validators: []validator.String{stringvalidator.RegexMatches(conditionFilterPattern,
-					"must be a condition type (Cordoned, LeaseHeld, Drained), optionally followed by =True, =False or =Unknown")}},
+					"must be a condition type (Queued, Cordoned, LeaseHeld, Drained), optionally followed by =True, =False or =Unknown")}},
 			"items": schema.ListAttribute{Computed: true, ElementType: types.ObjectType{AttrTypes: nodeMaintenanceAttrTypes},
 				MarkdownDescription: "The NodeMaintenances, sorted by name, each with `name`, `node_name`, `reason` and every status attribute of the `nodemaintenance` data source."},
 			"names": schema.ListAttribute{Computed: true, ElementType: types.StringType,
@@ -123,7 +123,7 @@ func (d *NodeMaintenanceListDataSource) Read(ctx context.Context, req datasource
 }
 
 // conditionFilterPattern is the condition filter: TYPE or TYPE=STATUS.
-var conditionFilterPattern = regexp.MustCompile(`^(` + nmv1beta1.ConditionCordoned + `|` + nmv1beta1.ConditionLeaseHeld + `|` +
+var conditionFilterPattern = regexp.MustCompile(`^(` + nmv1beta1.ConditionQueued + `|` + nmv1beta1.ConditionCordoned + `|` + nmv1beta1.ConditionLeaseHeld + `|` +
 	nmv1beta1.ConditionDrained + `)(=(True|False|Unknown))?$`)
 
 // hasCondition reports whether nm has the condition of filter (TYPE, meaning

@@ -65,6 +65,8 @@ var statusAttributes = []statusAttribute{
 		func(s nmv1beta1.NodeMaintenanceStatus) int { return s.ErrorOnLeaseCount }),
 	listStatus("conditions", "The operator's conditions, consistent with `phase`: `Cordoned`, `LeaseHeld` and `Drained` (`True` exactly when "+
 		"the phase is `Succeeded`; while `False`, its reason says why: `Draining`, `BlockedByPDB`, `WaitingForPods`, `TimedOut`, `Forced`, `Failed`). "+
+		"Under the operator's `max_unavailable` also `Queued`: `True` (reason `WaitingForSlot`, its message naming the maintenances ahead) "+
+		"while the maintenance waits for a slot, its node untouched; `False` (`SlotAcquired`) once it started. "+
 		"Each has `type`, `status` (`True`, `False`, `Unknown`), `reason`, `message` and `last_transition_time` (RFC 3339).",
 		conditionType, conditions),
 }

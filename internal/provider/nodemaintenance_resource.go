@@ -158,7 +158,7 @@ func (r *NodeMaintenanceResource) Create(ctx context.Context, req resource.Creat
 			fmt.Sprintf("Creating NodeMaintenance %q for node %q", name, plan.NodeName.ValueString()), err)
 		return
 	}
-	tflog.Info(ctx, fmt.Sprintf("NodeMaintenance %s created for node %s; waiting up to %s for the drain", name, nm.Spec.NodeName, timeout))
+	tflog.Info(ctx, fmt.Sprintf("NodeMaintenance %s created for node %s; waiting up to %s for the drain (time queued behind other maintenances under max_unavailable counts)", name, nm.Spec.NodeName, timeout))
 	plan.ID = types.StringValue(name)
 
 	got, deleted := r.awaitDrain(ctx, name, timeout, &resp.Diagnostics, "apply")
@@ -202,6 +202,8 @@ func (r *NodeMaintenanceResource) awaitDrain(ctx context.Context, name string, t
 	switch {
 	case err != nil && ctx.Err() != nil:
 		diags.AddWarning("Interrupted While Waiting for the Node to Drain", interruptedDetail(name, got))
+	case err != nil && queuedBehind(got) != "":
+		diags.AddError("Timed Out Waiting in the Maintenance Queue", timeoutDetail(name, got, timeout, err))
 	case err != nil:
 		diags.AddError("Timed Out Waiting for the Node to Drain", timeoutDetail(name, got, timeout, err))
 	case deleted:

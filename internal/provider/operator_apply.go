@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	nmvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 )
 
@@ -123,12 +124,13 @@ func (r *OperatorResource) notReady(ctx context.Context, ns string) string {
 
 func (m *operatorResourceModel) options() config.OperatorOptions {
 	o := config.OperatorOptions{
-		Namespace:       m.Namespace.ValueString(),
-		Image:           m.Image.ValueString(),
-		Replicas:        int32(m.Replicas.ValueInt64()),
-		MaxUnavailable:  m.MaxUnavailable.ValueString(),
-		AllowForceDrain: m.AllowForce.ValueBool(),
-		WebhookURL:      m.WebhookURL.ValueString(),
+		Namespace:            m.Namespace.ValueString(),
+		Image:                m.Image.ValueString(),
+		Replicas:             int32(m.Replicas.ValueInt64()),
+		MaxUnavailable:       m.MaxUnavailable.ValueString(),
+		MaxUnavailablePolicy: m.MaxUnavailablePolicy.ValueString(),
+		AllowForceDrain:      m.AllowForce.ValueBool(),
+		WebhookURL:           m.WebhookURL.ValueString(),
 	}
 	if ca := m.WebhookCA.ValueString(); ca != "" {
 		o.WebhookCABundle = []byte(ca)
@@ -168,9 +170,13 @@ func readResources(m *operatorResourceModel, r corev1.ResourceRequirements) {
 
 func readArgs(m *operatorResourceModel, args []string) {
 	m.AllowForce = types.BoolValue(false)
+	m.MaxUnavailablePolicy = types.StringValue(nmvalidation.DefaultMaxUnavailablePolicy)
 	for _, a := range args {
 		if v, ok := strings.CutPrefix(a, "--max-unavailable="); ok {
 			m.MaxUnavailable = types.StringValue(v)
+		}
+		if v, ok := strings.CutPrefix(a, "--max-unavailable-policy="); ok {
+			m.MaxUnavailablePolicy = types.StringValue(v)
 		}
 		if a == "--allow-force-drain" {
 			m.AllowForce = types.BoolValue(true)

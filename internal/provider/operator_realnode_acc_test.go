@@ -95,6 +95,8 @@ resource "nodemaintenance_operator" "this" {
   image           = %q
   replicas        = %d
   max_unavailable = "%d"
+  # racesThroughService counts the webhook's refusals.
+  max_unavailable_policy = "Refuse"
 }
 `, ns, image, replicas, maxUnavailable)
 	}

@@ -39,20 +39,21 @@ type OperatorResource struct {
 }
 
 type operatorResourceModel struct {
-	ID             types.String   `tfsdk:"id"`
-	Namespace      types.String   `tfsdk:"namespace"`
-	Image          types.String   `tfsdk:"image"`
-	Replicas       types.Int64    `tfsdk:"replicas"`
-	MaxUnavailable types.String   `tfsdk:"max_unavailable"`
-	AllowForce     types.Bool     `tfsdk:"allow_force_drain"`
-	CPURequest     types.String   `tfsdk:"cpu_request"`
-	MemoryRequest  types.String   `tfsdk:"memory_request"`
-	MemoryLimit    types.String   `tfsdk:"memory_limit"`
-	ExtraArgs      types.List     `tfsdk:"extra_args"`
-	WebhookURL     types.String   `tfsdk:"webhook_url"`
-	WebhookCA      types.String   `tfsdk:"webhook_ca_bundle"`
-	Objects        types.List     `tfsdk:"objects"`
-	Timeouts       timeouts.Value `tfsdk:"timeouts"`
+	ID                   types.String   `tfsdk:"id"`
+	Namespace            types.String   `tfsdk:"namespace"`
+	Image                types.String   `tfsdk:"image"`
+	Replicas             types.Int64    `tfsdk:"replicas"`
+	MaxUnavailable       types.String   `tfsdk:"max_unavailable"`
+	MaxUnavailablePolicy types.String   `tfsdk:"max_unavailable_policy"`
+	AllowForce           types.Bool     `tfsdk:"allow_force_drain"`
+	CPURequest           types.String   `tfsdk:"cpu_request"`
+	MemoryRequest        types.String   `tfsdk:"memory_request"`
+	MemoryLimit          types.String   `tfsdk:"memory_limit"`
+	ExtraArgs            types.List     `tfsdk:"extra_args"`
+	WebhookURL           types.String   `tfsdk:"webhook_url"`
+	WebhookCA            types.String   `tfsdk:"webhook_ca_bundle"`
+	Objects              types.List     `tfsdk:"objects"`
+	Timeouts             timeouts.Value `tfsdk:"timeouts"`
 }
 
 // Metadata names the resource type.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -100,11 +101,15 @@ func TestAccOperatorInstallUpdateDestroy(t *testing.T) {
 					ConfigStateChecks: []statecheck.StateCheck{
 						statecheck.ExpectKnownValue("nodemaintenance_operator.this", tfjsonpath.New("id"), knownvalue.StringExact(ns)),
 						statecheck.ExpectKnownValue("nodemaintenance_operator.this", tfjsonpath.New("objects"), knownvalue.ListSizeExact(15)),
+						statecheck.ExpectKnownValue("nodemaintenance_operator.this", tfjsonpath.New("max_unavailable_policy"), knownvalue.StringExact("Queue")),
 					},
 					Check: resource.ComposeTestCheckFunc(
 						deployment(func(d *appsv1.Deployment) error {
 							if d.Status.AvailableReplicas != 1 {
 								return fmt.Errorf("deployment not available: %+v", d.Status)
+							}
+							if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--max-unavailable-policy=Queue") {
+								return fmt.Errorf("the default max_unavailable_policy is not passed to the operator: args %v", args)
 							}
 							return nil
 						}),

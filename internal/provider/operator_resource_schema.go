@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	nmvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 )
 
@@ -38,6 +39,13 @@ func (r *OperatorResource) Schema(ctx context.Context, _ resource.SchemaRequest,
 			"max_unavailable": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Most nodes in maintenance at once, as a count (`2`) or a percentage of all nodes (`20%`), not negative. Unset: no limit.",
 				Validators:          maxUnavailableValidators},
+			"max_unavailable_policy": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(nmvalidation.DefaultMaxUnavailablePolicy),
+				MarkdownDescription: "What happens to a `nodemaintenance` created while `max_unavailable` nodes are in maintenance already " +
+					"(`--max-unavailable-policy`). `Queue` (the default): it is admitted and waits, its node not cordoned, until a slot frees; " +
+					"maintenances start first come first served, in the order they were created, and the apply waits meanwhile " +
+					"(the `create` timeout counts the time in the queue). `Refuse`: the webhook refuses the create and the apply fails " +
+					"at once, naming the nodes in maintenance. Without `max_unavailable` it changes nothing.",
+				Validators: maxUnavailablePolicyValidators},
 			"allow_force_drain": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Let a NodeMaintenance's `drain.on_timeout = \"Force\"` delete the pods left when its drain times out, " +
 					"bypassing their PodDisruptionBudgets: grants the operator `delete` on pods and runs it with `--allow-force-drain`. " +

@@ -59,9 +59,11 @@ var (
 	namespaceValidators       = []validator.String{namespaceName{}}
 	quantityValidators        = []validator.String{quantity{}}
 	maxUnavailableValidators  = []validator.String{maxUnavailable{}}
-	replicasValidators        = []validator.Int64{int64validator.AtLeast(0)}
-	webhookURLValidators      = []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("webhook_ca_bundle"))}
-	webhookCAValidators       = []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("webhook_url"))}
+	// maxUnavailablePolicyValidators: the values --max-unavailable-policy accepts.
+	maxUnavailablePolicyValidators = []validator.String{stringvalidator.OneOf(nmvalidation.MaxUnavailablePolicies...)}
+	replicasValidators             = []validator.Int64{int64validator.AtLeast(0)}
+	webhookURLValidators           = []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("webhook_ca_bundle"))}
+	webhookCAValidators            = []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("webhook_url"))}
 )
 
 // kubernetesName accepts a DNS-1123 subdomain: the name of a Node or of a

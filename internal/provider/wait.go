@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -130,6 +131,9 @@ func progressLine(name string, nm *nmv1beta1.NodeMaintenance) string {
 	if phase == "" {
 		phase = "waiting for the operator"
 	}
+	if q := queuedBehind(nm); q != "" {
+		return fmt.Sprintf("NodeMaintenance %s (node %s): %s", name, nm.Spec.NodeName, q)
+	}
 	line := fmt.Sprintf("NodeMaintenance %s (node %s): %s, %d%% drained", name, nm.Spec.NodeName, phase, s.DrainProgress)
 	if n := len(s.PendingPodsRefs); n > 0 {
 		line += fmt.Sprintf(", %d pending: %s", n, refList(s.PendingPodsRefs, 5))
@@ -138,6 +142,19 @@ func progressLine(name string, nm *nmv1beta1.NodeMaintenance) string {
 		line += "; last error: " + s.LastError
 	}
 	return line
+}
+
+// queuedBehind is the operator's account of a maintenance that waits for a
+// slot under max_unavailable ("queued behind maintain-node01, ...: ..."),
+// empty when it does not wait.
+func queuedBehind(nm *nmv1beta1.NodeMaintenance) string {
+	if nm == nil || !meta.IsStatusConditionTrue(nm.Status.Conditions, nmv1beta1.ConditionQueued) {
+		return ""
+	}
+	if c := meta.FindStatusCondition(nm.Status.Conditions, nmv1beta1.ConditionQueued); c.Message != "" {
+		return c.Message
+	}
+	return "queued behind other maintenances (max_unavailable)"
 }
 
 func refList(refs []nmv1beta1.PodReference, limit int) string {
@@ -178,7 +195,10 @@ func failedDetail(nm *nmv1beta1.NodeMaintenance, op string) string {
 // interruptedDetail explains what an interrupted wait leaves behind.
 func interruptedDetail(name string, nm *nmv1beta1.NodeMaintenance) string {
 	where := "The operator has not reported progress yet."
-	if nm != nil && nm.Status.Phase != "" {
+	switch {
+	case queuedBehind(nm) != "":
+		where = fmt.Sprintf("It is %s.", queuedBehind(nm))
+	case nm != nil && nm.Status.Phase != "":
 		where = fmt.Sprintf("Phase %s, %d%% drained.", nm.Status.Phase, nm.Status.DrainProgress)
 	}
 	return fmt.Sprintf("The wait for NodeMaintenance %q was interrupted; the maintenance itself goes on in the cluster and "+
@@ -195,6 +215,13 @@ func timeoutDetail(name string, nm *nmv1beta1.NodeMaintenance, timeout time.Dura
 		b.WriteString("The NodeMaintenance was not seen.\n")
 	case nm.Status.Phase == "":
 		b.WriteString("The operator has not picked it up: is the node-maintenance operator running?\n")
+	case queuedBehind(nm) != "":
+		fmt.Fprintf(&b, "It never started: it is %s.\n\n", queuedBehind(nm))
+		fmt.Fprintf(&b, "Node %s is not cordoned; the NodeMaintenance stays queued in the cluster and the operator starts it when a slot frees. "+
+			"The create timeout counts the time in the queue: raise it with `timeouts { create = \"2h\" }`, or end a maintenance ahead of it. "+
+			"The resource is kept in the state as tainted: `terraform destroy` leaves the queue, and the next `apply` replaces it, "+
+			"which leaves the queue and joins it again at the end.", nm.Spec.NodeName)
+		return b.String()
 	default:
 		fmt.Fprintf(&b, "Phase %s, %d%% drained.\n", nm.Status.Phase, nm.Status.DrainProgress)
 		if len(nm.Status.PendingPodsRefs) > 0 {

@@ -132,3 +132,34 @@ func TestAwaitDrainTellsGoneFromUnread(t *testing.T) {
 		})
 	}
 }
+
+func queuedMaintenance() *nmv1beta1.NodeMaintenance {
+	nm := maintenance(nmv1beta1.MaintenanceRunning, 0, "")
+	nm.Status.Conditions = []metav1.Condition{{Type: nmv1beta1.ConditionQueued, Status: metav1.ConditionTrue, Reason: nmv1beta1.ReasonWaitingForSlot,
+		Message: "queued behind maintain-node01, maintain-node03: --max-unavailable=2 lets 2 of 6 nodes be in maintenance at once"}}
+	return nm
+}
+
+// A queued maintenance says whom it waits for, in the timeline and in each
+// error, and the timeout says the queue time counted and what the resource's
+// state means for its place in the queue.
+func TestQueuedMaintenanceIsExplained(t *testing.T) {
+	nm := queuedMaintenance()
+	const behind = "queued behind maintain-node01, maintain-node03: --max-unavailable=2"
+	if got := progressLine("maintain-node02", nm); got != "NodeMaintenance maintain-node02 (node node02): "+nm.Status.Conditions[0].Message {
+		t.Errorf("timeline line %q does not quote the queue", got)
+	}
+	timeout := timeoutDetail("maintain-node02", nm, time.Minute, context.DeadlineExceeded)
+	for _, want := range []string{behind, "not cordoned", "counts the time in the queue", "tainted"} {
+		if !strings.Contains(timeout, want) {
+			t.Errorf("timeout detail lacks %q:\n%s", want, timeout)
+		}
+	}
+	if got := interruptedDetail("maintain-node02", nm); !strings.Contains(got, behind) {
+		t.Errorf("interrupted detail lacks the queue:\n%s", got)
+	}
+	nm.Status.Conditions[0].Status = metav1.ConditionFalse
+	if got := progressLine("maintain-node02", nm); strings.Contains(got, "queued") {
+		t.Errorf("a started maintenance still reads as queued: %q", got)
+	}
+}

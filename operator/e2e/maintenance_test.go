@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
@@ -449,8 +450,9 @@ func TestOperatorRestartMidDrainResumes(t *testing.T) {
 	}
 }
 
-// --max-unavailable refuses a create beyond the limit, naming the limit and
-// the nodes already in maintenance.
+// --max-unavailable with --max-unavailable-policy=Refuse refuses a create
+// beyond the limit, naming the limit and the nodes already in maintenance.
+// (TestMaxUnavailableQueue covers the default policy, Queue.)
 func TestMaxUnavailable(t *testing.T) {
 	c := testcluster.Get(t)
 	o := defaultOptions()
@@ -460,6 +462,7 @@ func TestMaxUnavailable(t *testing.T) {
 	}
 	limit := len(existing.Items) + 1
 	o.MaxUnavailable = fmt.Sprint(limit)
+	o.MaxUnavailablePolicy = validation.MaxUnavailableRefuse
 	restartOperator(t, c, o)
 
 	pool := c.NewPool(t)

@@ -60,6 +60,37 @@ func ParseMaxUnavailable(s string) (intstr.IntOrString, error) {
 	return v, err
 }
 
+// What the operator does with a NodeMaintenance created while
+// --max-unavailable nodes are in maintenance already
+// (--max-unavailable-policy).
+const (
+	// MaxUnavailableQueue admits it and lets it wait, not touching its node,
+	// until a slot frees; maintenances start in the order they were created.
+	MaxUnavailableQueue = "Queue"
+	// MaxUnavailableRefuse has the admission webhook refuse its create.
+	MaxUnavailableRefuse = "Refuse"
+	// DefaultMaxUnavailablePolicy is the policy of an operator run without
+	// --max-unavailable-policy, and of an installation without
+	// max_unavailable_policy.
+	DefaultMaxUnavailablePolicy = MaxUnavailableQueue
+)
+
+// MaxUnavailablePolicies are the values --max-unavailable-policy accepts.
+var MaxUnavailablePolicies = []string{MaxUnavailableQueue, MaxUnavailableRefuse}
+
+// ParseMaxUnavailablePolicy reads the --max-unavailable-policy flag; empty
+// is DefaultMaxUnavailablePolicy.
+func ParseMaxUnavailablePolicy(s string) (string, error) {
+	switch s {
+	case "":
+		return DefaultMaxUnavailablePolicy, nil
+	case MaxUnavailableQueue, MaxUnavailableRefuse:
+		return s, nil
+	}
+	return "", fmt.Errorf("invalid --max-unavailable-policy %q: must be %s (wait for a slot) or %s (the webhook refuses the create)",
+		s, MaxUnavailableQueue, MaxUnavailableRefuse)
+}
+
 // MaxUnavailableNodes turns a count or percentage into a number of nodes:
 // a percentage of total rounds down but is never below one, so a small
 // cluster can still maintain a node.

@@ -47,7 +47,13 @@ variable "webhook_ca_bundle" {
 }
 
 variable "max_unavailable" {
-  description = "Most nodes in maintenance at once (count or percentage), enforced by the operator's webhook."
+  description = "Most nodes in maintenance at once (count or percentage). The nodes beyond it wait for a slot (max_unavailable_policy Queue), and their drain_timeout counts that wait."
+  type        = string
+  default     = null
+}
+
+variable "max_unavailable_policy" {
+  description = "Queue (the default: maintenances beyond max_unavailable wait for a slot, first come first served) or Refuse (the operator's webhook refuses them)."
   type        = string
   default     = null
 }
@@ -59,12 +65,13 @@ variable "drain_timeout" {
 }
 
 resource "nodemaintenance_operator" "this" {
-  namespace         = var.operator_namespace
-  image             = var.operator_image
-  replicas          = var.operator_replicas
-  max_unavailable   = var.max_unavailable
-  webhook_url       = var.webhook_url
-  webhook_ca_bundle = var.webhook_ca_bundle
+  namespace              = var.operator_namespace
+  image                  = var.operator_image
+  replicas               = var.operator_replicas
+  max_unavailable        = var.max_unavailable
+  max_unavailable_policy = var.max_unavailable_policy
+  webhook_url            = var.webhook_url
+  webhook_ca_bundle      = var.webhook_ca_bundle
 }
 
 resource "nodemaintenance" "node" {

@@ -5,7 +5,10 @@ resource "nodemaintenance_operator" "this" {
   namespace       = "node-maintenance-operator"
   replicas        = 2
   max_unavailable = "20%"
-  extra_args      = ["--lease-duration=30m"]
+  # Maintenances beyond the limit wait for a slot, first come first served
+  # (the default); "Refuse" has the webhook refuse them instead.
+  max_unavailable_policy = "Queue"
+  extra_args             = ["--lease-duration=30m"]
 
   timeouts {
     create = "5m"

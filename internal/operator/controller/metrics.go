@@ -17,7 +17,7 @@ import (
 var (
 	drainDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "nodemaintenance_drain_duration_seconds",
-		Help:    "Time from the creation of a NodeMaintenance until its node was drained (phase Succeeded).",
+		Help:    "Time from the creation of a NodeMaintenance until its node was drained (phase Succeeded), time queued under --max-unavailable included.",
 		Buckets: prometheus.ExponentialBuckets(0.25, 2, 14),
 	})
 	evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -35,14 +35,23 @@ var (
 type phaseCollector struct {
 	reader atomic.Pointer[client.Reader]
 	desc   *prometheus.Desc
+	// queued counts the Running ones that wait for a slot (Queued True).
+	queued *prometheus.Desc
 }
 
 func newPhaseCollector() *phaseCollector {
-	return &phaseCollector{desc: prometheus.NewDesc(
-		"nodemaintenance_maintenances", "NodeMaintenances by phase (an empty phase: not reconciled yet).", []string{"phase"}, nil)}
+	return &phaseCollector{
+		desc: prometheus.NewDesc(
+			"nodemaintenance_maintenances", "NodeMaintenances by phase (an empty phase: not reconciled yet).", []string{"phase"}, nil),
+		queued: prometheus.NewDesc(
+			"nodemaintenance_queued_maintenances", "NodeMaintenances waiting for a slot under --max-unavailable (condition Queued True), their nodes untouched.", nil, nil),
+	}
 }
 
-func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc
+	ch <- c.queued
+}
 
 func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -59,12 +68,17 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[string]float64{
 		string(nmv1beta1.MaintenanceRunning): 0, string(nmv1beta1.MaintenanceSucceeded): 0, string(nmv1beta1.MaintenanceFailed): 0,
 	}
+	waiting := 0.0
 	for i := range list.Items {
 		counts[string(list.Items[i].Status.Phase)]++
+		if queued(&list.Items[i]) {
+			waiting++
+		}
 	}
 	for phase, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, n, phase)
 	}
+	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, waiting)
 }
 
 var (

@@ -15,6 +15,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,6 +81,13 @@ type Options struct {
 	// PodDisruptionBudgets. The installation grants the deletion of pods
 	// only with it (nodemaintenance_operator's allow_force_drain).
 	AllowForceDrain bool
+	// MaxUnavailable, when set, queues the NodeMaintenances beyond this many
+	// nodes in maintenance at once (a count, or a percentage of all nodes):
+	// they wait, their nodes untouched, until a slot frees, first come first
+	// served (nodemaintenance_queue.go). The operator sets it with
+	// --max-unavailable-policy=Queue; with Refuse the webhook refuses
+	// those creates instead.
+	MaxUnavailable *intstr.IntOrString
 }
 
 func (o *Options) defaults() {
@@ -119,6 +127,11 @@ type NodeMaintenanceReconciler struct {
 
 	mu    sync.Mutex
 	state map[types.UID]*progress
+
+	// queueMu serialises the --max-unavailable decisions; granted are the
+	// slots this process granted (nodemaintenance_queue.go says why).
+	queueMu sync.Mutex
+	granted map[types.UID]bool
 }
 
 // The RBAC below is what the operator's API calls need and no more; the

@@ -38,8 +38,11 @@ func (r *NodeMaintenanceReconciler) finalize(ctx context.Context, nm *nmv1beta1.
 			return ctrl.Result{}, err
 		}
 	}
-	if err := r.Leases.Release(ctx, nm.Spec.NodeName); err != nil {
-		return ctrl.Result{}, err
+	// A queued maintenance never took the lease: nothing to release.
+	if !queued(nm) {
+		if err := r.Leases.Release(ctx, nm.Spec.NodeName); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if r.Admissions != nil {
 		if err := r.Admissions.Release(ctx, nm.Spec.NodeName, nm.Name); err != nil {

@@ -37,9 +37,13 @@ func (r *NodeMaintenanceReconciler) newScope(nm *nmv1beta1.NodeMaintenance) *sco
 	return &scope{nm: nm, status: nm.Status.DeepCopy(), progress: r.progressOf(nm)}
 }
 
-// maintain is the Running phase: lease, cordon, one drain round, status.
+// maintain is the Running phase: a slot under --max-unavailable, lease,
+// cordon, one drain round, status.
 func (r *NodeMaintenanceReconciler) maintain(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (ctrl.Result, error) {
 	s := r.newScope(nm)
+	if res, err := r.waitForSlot(ctx, s); ended(res, err) {
+		return res, err
+	}
 	if res, err := r.observe(ctx, s); ended(res, err) {
 		return res, err
 	}

@@ -63,6 +63,9 @@ func (r *NodeMaintenanceReconciler) SetupWithManager(ctx context.Context, mgr ct
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.maintenancesOf(ctx, o.GetName())
 		})).
+		// A NodeMaintenance that ends or fails may free a slot under
+		// --max-unavailable: the queued ones decide again at once.
+		Watches(&nmv1beta1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.queuedMaintenances), builder.WithPredicates(slotChanges)).
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.runningMaintenances)).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			if o.GetNamespace() != lease.Namespace {

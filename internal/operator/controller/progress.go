@@ -37,8 +37,11 @@ func (r *NodeMaintenanceReconciler) progressOf(nm *nmv1beta1.NodeMaintenance) *p
 
 func (r *NodeMaintenanceReconciler) forget(nm *nmv1beta1.NodeMaintenance) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	delete(r.state, nm.UID)
+	r.mu.Unlock()
+	r.queueMu.Lock()
+	delete(r.granted, nm.UID)
+	r.queueMu.Unlock()
 }
 
 // notEvictedYet drops pods this process evicted moments ago whose

@@ -117,6 +117,11 @@ type Options struct {
 
 	// MaxUnavailable bounds the nodes in maintenance at once ("2" or "20%").
 	MaxUnavailable string
+	// MaxUnavailablePolicy is what happens to a NodeMaintenance created
+	// beyond MaxUnavailable: validation.MaxUnavailableQueue (the default:
+	// the controller queues it) or validation.MaxUnavailableRefuse (the
+	// webhook refuses it).
+	MaxUnavailablePolicy string
 	// LeaseDuration of the node leases.
 	LeaseDuration time.Duration
 	Controller    controller.Options
@@ -157,14 +162,11 @@ func (o Options) withDefaults() Options {
 // New builds the operator's manager on cfg.
 func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	o = o.withDefaults()
-	var maxUnavailable *intstr.IntOrString
-	if o.MaxUnavailable != "" {
-		v, err := validation.ParseMaxUnavailable(o.MaxUnavailable)
-		if err != nil {
-			return nil, err
-		}
-		maxUnavailable = &v
+	queueBeyond, refuseBeyond, err := maxUnavailableLimits(o)
+	if err != nil {
+		return nil, err
 	}
+	o.Controller.MaxUnavailable = queueBeyond
 
 	direct, err := client.New(cfg, client.Options{Scheme: Scheme})
 	if err != nil {
@@ -201,8 +203,30 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := addRunnables(ctx, mgr, cfg, o, maxUnavailable, certsReady); err != nil {
+	if err := addRunnables(ctx, mgr, cfg, o, refuseBeyond, certsReady); err != nil {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// maxUnavailableLimits reads --max-unavailable and its policy, and says who
+// enforces the limit: the controller, which queues the NodeMaintenances
+// beyond it (Queue), or the webhook, which refuses them (Refuse). Both are
+// nil without a limit.
+func maxUnavailableLimits(o Options) (queueBeyond, refuseBeyond *intstr.IntOrString, err error) {
+	policy, err := validation.ParseMaxUnavailablePolicy(o.MaxUnavailablePolicy)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.MaxUnavailable == "" {
+		return nil, nil, nil
+	}
+	v, err := validation.ParseMaxUnavailable(o.MaxUnavailable)
+	if err != nil {
+		return nil, nil, err
+	}
+	if policy == validation.MaxUnavailableRefuse {
+		return nil, &v, nil
+	}
+	return &v, nil, nil
 }

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -24,6 +25,44 @@ func TestWithDefaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.in.withDefaults(); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("withDefaults()\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The limit is enforced by exactly one side: the controller's queue (Queue,
+// the default) or the webhook's refusal (Refuse).
+func TestMaxUnavailableLimits(t *testing.T) {
+	for _, tc := range []struct {
+		limit, policy         string
+		wantQueue, wantRefuse string
+		wantErr               string
+	}{
+		{limit: "", policy: ""},
+		{limit: "", policy: "Refuse"},
+		{limit: "2", policy: "", wantQueue: "2"},
+		{limit: "2", policy: "Queue", wantQueue: "2"},
+		{limit: "20%", policy: "Refuse", wantRefuse: "20%"},
+		{limit: "2", policy: "queue", wantErr: `invalid --max-unavailable-policy "queue"`},
+		{limit: "lots", policy: "Queue", wantErr: "invalid --max-unavailable"},
+	} {
+		t.Run(tc.limit+"/"+tc.policy, func(t *testing.T) {
+			queue, refuse, err := maxUnavailableLimits(Options{MaxUnavailable: tc.limit, MaxUnavailablePolicy: tc.policy})
+			str := func(v interface{ String() string }) string {
+				if reflect.ValueOf(v).IsNil() {
+					return ""
+				}
+				return v.String()
+			}
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case str(queue) != tc.wantQueue || str(refuse) != tc.wantRefuse:
+				t.Errorf("queue %q, refuse %q; want %q, %q", str(queue), str(refuse), tc.wantQueue, tc.wantRefuse)
 			}
 		})
 	}

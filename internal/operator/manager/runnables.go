@@ -26,11 +26,14 @@ import (
 // (on the leader), and on every replica the validating webhook once
 // certsReady, the memory release after the pod cache synced, and the health
 // and ready checks.
-func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, maxUnavailable *intstr.IntOrString, certsReady <-chan struct{}) error {
+// refuseBeyond is the --max-unavailable limit the webhook refuses creates
+// beyond (--max-unavailable-policy=Refuse); nil when the controller queues
+// them or there is no limit.
+func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, refuseBeyond *intstr.IntOrString, certsReady <-chan struct{}) error {
 	if err := addReconciler(ctx, mgr, cfg, o); err != nil {
 		return err
 	}
-	validating, err := addValidator(mgr, maxUnavailable, o.Controller.AllowForceDrain, certsReady)
+	validating, err := addValidator(mgr, refuseBeyond, o.Controller.AllowForceDrain, certsReady)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,9 @@ type Validator struct {
 	Writer client.Writer
 	// MaxUnavailable, when set, bounds how many nodes may be in maintenance at
 	// once: a count ("2") or a percentage of all nodes ("20%", rounded down,
-	// at least one).
+	// at least one); a create beyond it is refused. The operator sets it
+	// only with --max-unavailable-policy=Refuse: with Queue (the default)
+	// such a create is admitted and the controller queues it.
 	MaxUnavailable *intstr.IntOrString
 	// AllowForceDrain admits spec.drain.onTimeout Force: the installation
 	// granted the operator the deletion of pods (--allow-force-drain).

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
@@ -36,6 +37,7 @@ func main() {
 	flag.BoolVar(&o.InstallCRD, "install-crd", false, "Create or update the NodeMaintenance CRD at start.")
 	flag.BoolVar(&o.Controller.AllowForceDrain, "allow-force-drain", false, "Admit spec.drain.onTimeout Force and carry it out: delete the pods left when a drain times out, bypassing their PodDisruptionBudgets. Needs the delete permission on pods.")
 	flag.StringVar(&o.MaxUnavailable, "max-unavailable", "", "Most nodes in maintenance at once, as a count (2) or a percentage of all nodes (20%); empty: no limit.")
+	flag.StringVar(&o.MaxUnavailablePolicy, "max-unavailable-policy", validation.DefaultMaxUnavailablePolicy, fmt.Sprintf("What happens to a NodeMaintenance created beyond --max-unavailable: %s (it waits, its node untouched, until a slot frees; first come first served) or %s (the webhook refuses the create).", validation.MaxUnavailableQueue, validation.MaxUnavailableRefuse))
 	flag.DurationVar(&o.LeaseDuration, "lease-duration", lease.DefaultDuration, "Duration of the node leases; they are renewed every third of it.")
 	flag.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "NodeMaintenances worked on at once.")
 	flag.IntVar(&o.Controller.EvictionParallelism, "eviction-parallelism", controller.DefaultEvictionParallelism, "Eviction calls in flight per node.")
