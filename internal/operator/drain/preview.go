@@ -193,18 +193,15 @@ func (p Preview) Warnings() []Risk {
 	return slices.DeleteFunc(slices.Clone(p.Risks), func(r Risk) bool { return r.Blocker })
 }
 
-// Summary is one line: how many pods are evicted, stay and are waited for,
-// and how many blockers and warnings there are.
+// Summary is one line: how many pods are evicted, stay (by reason) and are
+// waited for, and how many blockers and warnings there are. The lists name
+// the pods.
 func (p Preview) Summary() string {
-	s := fmt.Sprintf("A drain of node %s now would evict %d pods", p.Node, len(p.Evict))
-	if len(p.Evict) > 0 {
-		s += " (" + podList(p.Evict) + ")"
-	}
 	staying := map[string]int{}
 	for _, r := range p.Skip {
 		staying[r.Reason]++
 	}
-	s += fmt.Sprintf(", leave %d on the node", len(p.Skip))
+	s := fmt.Sprintf("A drain of node %s now would evict %d pods, leave %d", p.Node, len(p.Evict), len(p.Skip))
 	if len(staying) > 0 {
 		reasons := make([]string, 0, len(staying))
 		for reason, n := range staying {
@@ -213,16 +210,8 @@ func (p Preview) Summary() string {
 		slices.Sort(reasons)
 		s += " (" + strings.Join(reasons, ", ") + ")"
 	}
-	s += fmt.Sprintf(" and wait for %d", len(p.WaitFor))
-	if len(p.WaitFor) > 0 {
-		names := make([]types.NamespacedName, 0, len(p.WaitFor))
-		for _, r := range p.WaitFor {
-			names = append(names, r.Pod)
-		}
-		s += " (" + podList(names) + ")"
-	}
 	blockers := len(p.Blockers())
-	return s + fmt.Sprintf("; %d blockers, %d warnings", blockers, len(p.Risks)-blockers)
+	return s + fmt.Sprintf(" and wait for %d; %d blockers, %d warnings", len(p.WaitFor), blockers, len(p.Risks)-blockers)
 }
 
 // budgetRisks: budgets that allow no disruption now over pods to evict, and
@@ -253,8 +242,8 @@ func budgetRisks(evicted []corev1.Pod, budgets []policyv1.PodDisruptionBudget) [
 		slices.SortFunc(pods, compareName)
 		subject := fmt.Sprintf("PodDisruptionBudget %s/%s", pdb.Namespace, pdb.Name)
 		out = append(out, Risk{Kind: RiskBudgetAllowsNone, Subject: subject, Pods: pods, Message: fmt.Sprintf(
-			"%s allows no disruption now (%d healthy pods, %d required): the drain will wait to evict %s until it allows one, "+
-				"and fail or act at its timeout if one is set. Scale the workload up or relax the budget before the maintenance",
+			"%s allows no disruption now (%d healthy pods, %d required): the drain will wait to evict %s until it does. "+
+				"Scale the workload up or relax the budget first",
 			subject, pdb.Status.CurrentHealthy, pdb.Status.DesiredHealthy, podList(pods))})
 	}
 	for pod, names := range under {
@@ -263,8 +252,8 @@ func budgetRisks(evicted []corev1.Pod, budgets []policyv1.PodDisruptionBudget) [
 		}
 		slices.Sort(names)
 		out = append(out, Risk{Kind: RiskMultipleBudgets, Subject: "pod " + pod.String(), Pods: []types.NamespacedName{pod}, Message: fmt.Sprintf(
-			"pod %s is under %d PodDisruptionBudgets (%s): the Eviction API refuses to evict a pod under more than one, so the drain "+
-				"will wait for it until its timeout. Make the budgets' selectors disjoint", pod, len(names), strings.Join(names, ", "))})
+			"pod %s is under %d PodDisruptionBudgets (%s): the Eviction API refuses to evict it, so the drain will wait for it. "+
+				"Make the budgets' selectors disjoint", pod, len(names), strings.Join(names, ", "))})
 	}
 	return out
 }
@@ -321,9 +310,9 @@ func outageRisks(node string, evicted, others []corev1.Pod, replicaSets []appsv1
 		pods := here[w]
 		slices.SortFunc(pods, compareName)
 		out = append(out, Risk{Kind: RiskOutage, Subject: w.String(), Pods: pods, Message: fmt.Sprintf(
-			"%s has every ready replica (%d: %s) on node %s: the drain takes it down until its replacements run elsewhere; "+
-				"that is an outage, not a move. Scale it up and spread its replicas over other nodes before the maintenance",
-			w, len(pods), podList(pods), node)})
+			"%s has every ready replica on node %s (%d: %s): the drain takes it down, it does not move it. "+
+				"Scale it up and spread it over other nodes first",
+			w, node, len(pods), podList(pods))})
 	}
 	return out
 }

@@ -151,7 +151,7 @@ func TestPreviewRisks(t *testing.T) {
 				pod("web-a", controlled("ReplicaSet", "web-1"), labelled("app", "web"), isReady)},
 				OtherPods: []corev1.Pod{pod("db-1", controlled("StatefulSet", "db"), isReady, on("n1")), pod("web-b", controlled("ReplicaSet", "web-1"), isReady, on("n1"))},
 				Budgets:   []policyv1.PodDisruptionBudget{budget("db", 0, "db"), budget("web", 1, "web")}, Nodes: []corev1.Node{big}},
-			want: []string{"PDBAllowsNoDisruption PodDisruptionBudget ns/db"}, detail: "allows no disruption now (2 healthy pods, 2 required): the drain will wait to evict ns/db-0"},
+			want: []string{"PDBAllowsNoDisruption PodDisruptionBudget ns/db"}, detail: "allows no disruption now (2 healthy pods, 2 required): the drain will wait to evict ns/db-0 until it does"},
 		{name: "a finished pod is not held by a budget",
 			in: PreviewInput{Pods: []corev1.Pod{pod("done", controlled("Job", "j"), labelled("app", "db"), phase(corev1.PodSucceeded))},
 				Budgets: []policyv1.PodDisruptionBudget{budget("db", 0, "db")}}},
@@ -163,7 +163,7 @@ func TestPreviewRisks(t *testing.T) {
 		{name: "single replica Deployment is an outage, named by its Deployment",
 			in: PreviewInput{Pods: []corev1.Pod{pod("cart-1-x", controlled("ReplicaSet", "cart-1"), isReady)},
 				ReplicaSets: []appsv1.ReplicaSet{rsOf("cart-1", "cart")}, Nodes: []corev1.Node{big}},
-			want: []string{"AllReplicasOnNode Deployment ns/cart"}, detail: "Deployment ns/cart has every ready replica (1: ns/cart-1-x) on node n0"},
+			want: []string{"AllReplicasOnNode Deployment ns/cart"}, detail: "Deployment ns/cart has every ready replica on node n0 (1: ns/cart-1-x): the drain takes it down"},
 		{name: "a ready replica of another ReplicaSet of the same Deployment elsewhere is no outage",
 			in: PreviewInput{Pods: []corev1.Pod{pod("cart-1-x", controlled("ReplicaSet", "cart-1"), isReady)},
 				OtherPods:   []corev1.Pod{pod("cart-2-y", controlled("ReplicaSet", "cart-2"), isReady, on("n1"))},
@@ -268,7 +268,7 @@ func TestPreviewCapacity(t *testing.T) {
 
 func TestPreviewSummary(t *testing.T) {
 	p := mustPreview(t, PreviewInput{Pods: []corev1.Pod{pod("bare"), pod("ds", ownedBy("DaemonSet", "apps/v1")), pod("leaving", terminating)}})
-	want := "A drain of node n0 now would evict 1 pods (ns/bare), leave 1 on the node (DaemonSet pod (1)) and wait for 1 (ns/leaving); 0 blockers, 1 warnings"
+	want := "A drain of node n0 now would evict 1 pods, leave 1 (DaemonSet pod (1)) and wait for 1; 0 blockers, 1 warnings"
 	if got := p.Summary(); got != want {
 		t.Errorf("Summary() =\n%s\nwant\n%s", got, want)
 	}

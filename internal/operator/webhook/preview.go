@@ -37,11 +37,7 @@ func (v *Validator) previewWarnings(ctx context.Context, nm *nmv1beta1.NodeMaint
 	out := admission.Warnings{bounded(p.Summary())}
 	size := len(out[0])
 	for _, r := range p.Risks {
-		w := r.Message
-		if r.Blocker {
-			w = "the drain will wait: " + w
-		}
-		w = bounded(w)
+		w := bounded(r.Message)
 		if size += len(w); size > maxWarningBytes {
 			break
 		}
