@@ -73,7 +73,7 @@ func (d *DrainPreviewDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 		MarkdownDescription: "What a drain of a node would do if it started now, without touching the node: the pods the operator " +
 			"would evict, leave and wait for (by the operator's own rules), and the risks: PodDisruptionBudgets that allow no " +
 			"disruption now, workloads whose every ready replica is on the node, pods without a controller, emptyDir data, and " +
-			"whether the other nodes have room for the evicted pods (" + drain.FirstFitNote + "). Gate a pipeline on `blocked` " +
+			"whether the other nodes have room for the evicted pods (a first-fit estimate, see `unplaced_pods`). Gate a pipeline on `blocked` " +
 			"(see the guide \"Before the drain\"). The provider's identity needs get and list on nodes, and list on pods, " +
 			"poddisruptionbudgets and replicasets.",
 		Attributes: map[string]schema.Attribute{
