@@ -173,8 +173,8 @@ func TestDrainPreviewCapacity(t *testing.T) {
 	if len(p.Unplaced) != 1 || i < 0 {
 		t.Fatalf("with room for one pod of two: unplaced %v, risks %+v", p.Unplaced, p.Risks)
 	}
-	for _, phrase := range []string{"1 pods evicted from node " + node + " would fit on no other node", "requests cpu 2, memory 1Gi",
-		"the 1 nodes it may run on lack the free CPU, memory or pod slots", "first-fit estimate"} {
+	for _, phrase := range []string{"1 pod evicted from node " + node + " would fit on no other node", "requests cpu 2, memory 1Gi",
+		"the 1 node it may run on lack the free CPU, memory or pod slots", "first-fit estimate"} {
 		if !strings.Contains(p.Risks[i].Message, phrase) {
 			t.Errorf("the capacity risk does not say %q: %s", phrase, p.Risks[i].Message)
 		}

@@ -201,7 +201,7 @@ func (p Preview) Summary() string {
 	for _, r := range p.Skip {
 		staying[r.Reason]++
 	}
-	s := fmt.Sprintf("A drain of node %s now would evict %d pods, leave %d", p.Node, len(p.Evict), len(p.Skip))
+	s := fmt.Sprintf("A drain of node %s now would evict %s, leave %d", p.Node, count(len(p.Evict), "pod"), len(p.Skip))
 	if len(staying) > 0 {
 		reasons := make([]string, 0, len(staying))
 		for reason, n := range staying {
@@ -211,7 +211,15 @@ func (p Preview) Summary() string {
 		s += " (" + strings.Join(reasons, ", ") + ")"
 	}
 	blockers := len(p.Blockers())
-	return s + fmt.Sprintf(" and wait for %d; %d blockers, %d warnings", len(p.WaitFor), blockers, len(p.Risks)-blockers)
+	return s + fmt.Sprintf(" and wait for %d; %s, %s", len(p.WaitFor), count(blockers, "blocker"), count(len(p.Risks)-blockers, "warning"))
+}
+
+// count is "1 pod", "2 pods".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // budgetRisks: budgets that allow no disruption now over pods to evict, and
@@ -419,7 +427,7 @@ func firstFit(drained string, evicted []corev1.Pod, nodes []corev1.Node, others 
 		if accepting == 0 {
 			why[name] = fmt.Sprintf("%s (%s): no other Ready, schedulable node matches its node selector, affinity and tolerations", name, needs)
 		} else {
-			why[name] = fmt.Sprintf("%s (%s): the %d nodes it may run on lack the free CPU, memory or pod slots", name, needs, accepting)
+			why[name] = fmt.Sprintf("%s (%s): the %s it may run on lack the free CPU, memory or pod slots", name, needs, count(accepting, "node"))
 		}
 	}
 	if len(unplaced) == 0 {
@@ -435,9 +443,9 @@ func firstFit(drained string, evicted []corev1.Pod, nodes []corev1.Node, others 
 		more = fmt.Sprintf("; and %d more", extra)
 	}
 	return unplaced, &Risk{Kind: RiskNoRoom, Subject: "node " + drained, Pods: unplaced, Message: fmt.Sprintf(
-		"%d pods evicted from node %s would fit on no other node, so their replacements would stay Pending: %s%s. "+
+		"%s evicted from node %s would fit on no other node, so their replacements would stay Pending: %s%s. "+
 			"Add nodes or free room first (this is a first-fit estimate of requests, not the scheduler's decision)",
-		len(unplaced), drained, strings.Join(reasons, "; "), more)}
+		count(len(unplaced), "pod"), drained, strings.Join(reasons, "; "), more)}
 }
 
 // accepts reports whether the scheduler could put pod on node as far as

@@ -226,7 +226,7 @@ func TestPreviewCapacity(t *testing.T) {
 		{name: "the pods bound there take the room", pods: []corev1.Pod{evicted("a", "2", "1Gi")},
 			nodes:    []corev1.Node{previewNode("n1", "4", "4Gi", "110")},
 			others:   []corev1.Pod{pod("x", requests("3", "1Gi"), on("n1")), pod("gone", requests("4", "1Gi"), on("n1"), phase(corev1.PodSucceeded))},
-			unplaced: []string{"a"}, detail: "ns/a (requests cpu 2, memory 1Gi): the 1 nodes it may run on lack the free CPU, memory or pod slots"},
+			unplaced: []string{"a"}, detail: "ns/a (requests cpu 2, memory 1Gi): the 1 node it may run on lack the free CPU, memory or pod slots"},
 		{name: "largest first fills the nodes better than arrival order",
 			pods:  []corev1.Pod{evicted("small", "1", "1Gi"), evicted("large", "3", "1Gi")},
 			nodes: []corev1.Node{previewNode("n1", "3", "4Gi", "110"), previewNode("n2", "1", "4Gi", "110")}},
@@ -268,7 +268,7 @@ func TestPreviewCapacity(t *testing.T) {
 
 func TestPreviewSummary(t *testing.T) {
 	p := mustPreview(t, PreviewInput{Pods: []corev1.Pod{pod("bare"), pod("ds", ownedBy("DaemonSet", "apps/v1")), pod("leaving", terminating)}})
-	want := "A drain of node n0 now would evict 1 pods, leave 1 (DaemonSet pod (1)) and wait for 1; 0 blockers, 1 warnings"
+	want := "A drain of node n0 now would evict 1 pod, leave 1 (DaemonSet pod (1)) and wait for 1; 0 blockers, 1 warning"
 	if got := p.Summary(); got != want {
 		t.Errorf("Summary() =\n%s\nwant\n%s", got, want)
 	}
