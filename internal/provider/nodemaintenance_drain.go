@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	dsschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -37,50 +38,98 @@ type drainModel struct {
 	AllowLastSchedulableNode types.Bool   `tfsdk:"allow_last_schedulable_node"`
 }
 
-var drainAttrTypes = map[string]attr.Type{
-	"timeout": types.StringType, "on_timeout": types.StringType, "pod_selector": types.StringType,
-	"grace_period_seconds": types.Int64Type, "skip_wait_for_delete_timeout": types.StringType,
-	"allow_control_plane_node": types.BoolType, "allow_last_schedulable_node": types.BoolType,
+// drainAttrTypes are the drain block's attribute types, from drainFields.
+var drainAttrTypes = func() map[string]attr.Type {
+	out := map[string]attr.Type{}
+	for _, f := range drainFields {
+		switch {
+		case f.boolean:
+			out[f.name] = types.BoolType
+		case f.int:
+			out[f.name] = types.Int64Type
+		default:
+			out[f.name] = types.StringType
+		}
+	}
+	return out
+}()
+
+// drainBlockDescription introduces the drain block wherever it is used.
+const drainBlockDescription = "How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod " +
+	"`kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as " +
+	"it takes (the `create` timeout bounds only the apply)."
+
+// drainField is one attribute of the drain block. The resource and the
+// drain preview data source build their schemas from drainFields, so the two
+// blocks cannot drift apart and drainPolicy reads either.
+type drainField struct {
+	name, description string
+	int, boolean      bool
+	strings           []validator.String
+	ints              []validator.Int64
+}
+
+var drainFields = []drainField{
+	{name: "timeout", strings: []validator.String{positiveDuration{}},
+		description: "How long the operator tries to drain, from the cordon, as a Go duration (`30m`, `1h30m`); then " +
+			"`on_timeout` applies. Keep it below the `create` timeout, so that the operator's outcome, not the apply's wait, ends the apply."},
+	{name: "on_timeout", strings: []validator.String{stringvalidator.OneOf(string(nmv1beta1.DrainTimeoutFail), string(nmv1beta1.DrainTimeoutRestore), string(nmv1beta1.DrainTimeoutForce))},
+		description: "What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the " +
+			"resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, " +
+			"the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left " +
+			"are deleted past their PodDisruptionBudgets and the drain finishes; needs `allow_force_drain` on the operator)."},
+	{name: "pod_selector",
+		description: "Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` " +
+			"(e.g. `tier=batch,env!=prod`); the others stay on the node."},
+	{name: "grace_period_seconds", int: true, ints: []validator.Int64{int64validator.AtLeast(0)},
+		description: "Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own."},
+	{name: "skip_wait_for_delete_timeout", strings: []validator.String{positiveDuration{}},
+		description: "On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as " +
+			"gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish."},
+	{name: "allow_control_plane_node", boolean: true,
+		description: "Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), " +
+			"which is refused without it: draining one takes a member of the control plane away."},
+	{name: "allow_last_schedulable_node", boolean: true,
+		description: "Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, " +
+			"uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go."},
 }
 
 // drainAttribute is the drain block's schema. Every field is immutable:
 // changing one replaces the maintenance (the node is restored, then drained
 // again under the new policy).
 func drainAttribute() schema.Attribute {
-	return schema.SingleNestedAttribute{Optional: true,
-		MarkdownDescription: "How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod " +
-			"`kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as " +
-			"it takes (the `create` timeout bounds only the apply). Changing it replaces the resource.",
-		PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplace()},
-		Attributes: map[string]schema.Attribute{
-			"timeout": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "How long the operator tries to drain, from the cordon, as a Go duration (`30m`, `1h30m`); then " +
-					"`on_timeout` applies. Keep it below the `create` timeout, so that the operator's outcome, not the apply's wait, ends the apply.",
-				Validators: []validator.String{positiveDuration{}}},
-			"on_timeout": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the " +
-					"resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, " +
-					"the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left " +
-					"are deleted past their PodDisruptionBudgets and the drain finishes; needs `allow_force_drain` on the operator).",
-				Validators: []validator.String{stringvalidator.OneOf(string(nmv1beta1.DrainTimeoutFail), string(nmv1beta1.DrainTimeoutRestore), string(nmv1beta1.DrainTimeoutForce))}},
-			"pod_selector": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` " +
-					"(e.g. `tier=batch,env!=prod`); the others stay on the node."},
-			"grace_period_seconds": schema.Int64Attribute{Optional: true,
-				MarkdownDescription: "Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.",
-				Validators:          []validator.Int64{int64validator.AtLeast(0)}},
-			"skip_wait_for_delete_timeout": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as " +
-					"gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.",
-				Validators: []validator.String{positiveDuration{}}},
-			"allow_control_plane_node": schema.BoolAttribute{Optional: true,
-				MarkdownDescription: "Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), " +
-					"which is refused without it: draining one takes a member of the control plane away."},
-			"allow_last_schedulable_node": schema.BoolAttribute{Optional: true,
-				MarkdownDescription: "Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, " +
-					"uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go."},
-		},
+	attrs := map[string]schema.Attribute{}
+	for _, f := range drainFields {
+		switch {
+		case f.boolean:
+			attrs[f.name] = schema.BoolAttribute{Optional: true, MarkdownDescription: f.description}
+		case f.int:
+			attrs[f.name] = schema.Int64Attribute{Optional: true, MarkdownDescription: f.description, Validators: f.ints}
+		default:
+			attrs[f.name] = schema.StringAttribute{Optional: true, MarkdownDescription: f.description, Validators: f.strings}
+		}
 	}
+	return schema.SingleNestedAttribute{Optional: true,
+		MarkdownDescription: drainBlockDescription + " Changing it replaces the resource.",
+		PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+		Attributes:          attrs,
+	}
+}
+
+// drainDataSourceAttribute is the same block in a data source's schema.
+func drainDataSourceAttribute(description string) dsschema.Attribute {
+	attrs := map[string]dsschema.Attribute{}
+	for _, f := range drainFields {
+		switch {
+		case f.boolean:
+			attrs[f.name] = dsschema.BoolAttribute{Optional: true, MarkdownDescription: f.description}
+		case f.int:
+			attrs[f.name] = dsschema.Int64Attribute{Optional: true, MarkdownDescription: f.description, Validators: f.ints}
+		default:
+			attrs[f.name] = dsschema.StringAttribute{Optional: true, MarkdownDescription: f.description, Validators: f.strings}
+		}
+	}
+	return dsschema.SingleNestedAttribute{Optional: true, MarkdownDescription: description, Attributes: attrs}
 }
 
 // drainPolicy turns the drain block into spec.drain; nil without a block.

@@ -117,6 +117,10 @@ func (r *NodeMaintenanceResource) ModifyPlan(ctx context.Context, req resource.M
 	if configName.IsNull() && !plan.NodeName.IsUnknown() && !plan.NodeName.IsNull() {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("name"), types.StringValue(namePrefix+plan.NodeName.ValueString()))...)
 	}
+	if r.creates(ctx, req, plan, configName, &resp.Diagnostics) {
+		// What the drain will do, as warnings; a plan never fails on it.
+		previewWarnings(ctx, r.clients, plan.NodeName.ValueString(), plan.Drain, &resp.Diagnostics)
+	}
 	// A maintenance the operator has not finished (an apply interrupted while
 	// it waited, or one imported mid-drain) is not what the configuration
 	// asks for yet: plan an update, and the update waits for the drain.
@@ -135,6 +139,25 @@ func (r *NodeMaintenanceResource) ModifyPlan(ctx context.Context, req resource.M
 	}
 	plan.statusModel = status
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// creates reports whether the plan creates a NodeMaintenance: a new
+// resource (a tainted one is planned as one), or a replacement because the
+// name, the node or the drain block changes.
+func (r *NodeMaintenanceResource) creates(ctx context.Context, req resource.ModifyPlanRequest, plan nodeMaintenanceResourceModel, configName types.String, diags *diag.Diagnostics) bool {
+	if req.State.Raw.IsNull() {
+		return true
+	}
+	var state nodeMaintenanceResourceModel
+	if d := req.State.Get(ctx, &state); d.HasError() {
+		diags.Append(d...)
+		return false
+	}
+	name := configName
+	if name.IsNull() {
+		name = types.StringValue(namePrefix + plan.NodeName.ValueString())
+	}
+	return !plan.NodeName.Equal(state.NodeName) || !plan.Drain.Equal(state.Drain) || (!name.IsUnknown() && !name.Equal(state.Name))
 }
 
 // Create creates the NodeMaintenance and waits until the drain has finished.

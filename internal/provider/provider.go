@@ -204,5 +204,5 @@ func (p *NodeMaintenanceProvider) Resources(context.Context) []func() resource.R
 
 // DataSources lists the data source types.
 func (p *NodeMaintenanceProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{NewNodeMaintenanceDataSource, NewNodeMaintenanceListDataSource}
+	return []func() datasource.DataSource{NewNodeMaintenanceDataSource, NewNodeMaintenanceListDataSource, NewDrainPreviewDataSource}
 }

@@ -99,11 +99,51 @@ func (p *Pool) AddNode(t testing.TB, name string) *corev1.Node {
 	return p.c.AddNode(t, name, p.Selector())
 }
 
+// AddNodeWithAllocatable adds a fake Ready node to the pool whose capacity
+// and allocatable are alloc (cpu, memory, pods), to test what fits where.
+// An empty name picks a unique one.
+func (p *Pool) AddNodeWithAllocatable(t testing.TB, name string, alloc corev1.ResourceList) *corev1.Node {
+	t.Helper()
+	if name == "" {
+		name = UniqueName(t, "node")
+	}
+	node := FakeNode(name, p.Selector())
+	node.Status.Capacity, node.Status.Allocatable = alloc.DeepCopy(), alloc.DeepCopy()
+	node = p.c.addNode(t, node)
+	p.c.WaitNotReadyTaintGone(t, node)
+	return node
+}
+
+// WaitNotReadyTaintGone waits until kube-controller-manager has removed the
+// node.kubernetes.io/not-ready taint of a new node, which it does moments
+// after kwok reports the node Ready: until then nothing is scheduled there,
+// and a drain preview says there is no room on it.
+func (c *Cluster) WaitNotReadyTaintGone(t testing.TB, node *corev1.Node) {
+	t.Helper()
+	name := node.Name
+	WaitFor(t, time.Minute, "node "+name+" to lose its not-ready taint", func(ctx context.Context) (bool, error) {
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
+			return false, err
+		}
+		for _, taint := range node.Spec.Taints {
+			if taint.Key == corev1.TaintNodeNotReady {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
 // AddNode creates a fake node managed by kwok, waits until it is Ready and
 // deletes it at cleanup.
 func (c *Cluster) AddNode(t testing.TB, name string, labels map[string]string) *corev1.Node {
 	t.Helper()
-	node := FakeNode(name, labels)
+	return c.addNode(t, FakeNode(name, labels))
+}
+
+func (c *Cluster) addNode(t testing.TB, node *corev1.Node) *corev1.Node {
+	t.Helper()
+	name := node.Name
 	c.create(t, node)
 	t.Cleanup(func() { _ = c.Client.Delete(context.Background(), node) })
 	WaitFor(t, time.Minute, "node "+name+" to become Ready", func(ctx context.Context) (bool, error) {
@@ -158,6 +198,17 @@ type PodOption func(*corev1.PodSpec, *metav1.ObjectMeta)
 func WithEmptyDir() PodOption {
 	return func(s *corev1.PodSpec, _ *metav1.ObjectMeta) {
 		s.Volumes = append(s.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+}
+
+// WithRequests makes the pod's container request cpu and memory (e.g. "2",
+// "1Gi"), which the scheduler and the drain preview's capacity estimate count.
+func WithRequests(cpu, memory string) PodOption {
+	return func(s *corev1.PodSpec, _ *metav1.ObjectMeta) {
+		for i := range s.Containers {
+			s.Containers[i].Resources.Requests = corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
+		}
 	}
 }
 

@@ -50,6 +50,9 @@ type Validator struct {
 	// AllowForceDrain admits spec.drain.onTimeout Force: the installation
 	// granted the operator the deletion of pods (--allow-force-drain).
 	AllowForceDrain bool
+	// PreviewDrain adds what a drain of the node would do now, and its risks,
+	// to the warnings of an admitted create (previewWarnings).
+	PreviewDrain bool
 	// Now is the clock, for tests.
 	Now func() time.Time
 
@@ -72,6 +75,10 @@ func (v *Validator) SetupWithManager(mgr ctrl.Manager) error {
 // can be found.
 func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (admission.Warnings, error) {
 	warnings, err := v.validateCreate(ctx, nm)
+	if err == nil && v.PreviewDrain {
+		// What the drain will do, as warnings; never a refusal.
+		warnings = append(warnings, v.previewWarnings(ctx, nm)...)
+	}
 	log := logf.FromContext(ctx).WithValues("nodeMaintenance", nm.Name, "node", nm.Spec.NodeName)
 	if err != nil {
 		log.Info("refused a NodeMaintenance create", "reason", err.Error())

@@ -1,0 +1,55 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain/live"
+)
+
+// PreviewTimeout bounds the drain preview of an admitted create: the
+// webhook's own timeout (15 s) also covers the admission decision.
+const PreviewTimeout = 3 * time.Second
+
+// The API server may cut a warning longer than this, and drops the warnings
+// beyond maxWarningBytes in all.
+const (
+	maxWarningLength = 256
+	maxWarningBytes  = 4000
+)
+
+// previewWarnings are the admission warnings of a create the webhook
+// admitted: what a drain of the node would do now and its risks
+// (drain.Preview), which kubectl prints. It never refuses: a preview that
+// fails or runs out of time is a warning too.
+func (v *Validator) previewWarnings(ctx context.Context, nm *nmv1beta1.NodeMaintenance) admission.Warnings {
+	ctx, cancel := context.WithTimeout(ctx, PreviewTimeout)
+	defer cancel()
+	p, err := live.Preview(ctx, v.Reader, nm.Spec.NodeName, nm.Spec.Drain, v.now())
+	if err != nil {
+		return admission.Warnings{bounded(fmt.Sprintf("could not preview the drain of node %s (%v); the NodeMaintenance is admitted all the same", nm.Spec.NodeName, err))}
+	}
+	out := admission.Warnings{bounded(p.Summary())}
+	size := len(out[0])
+	for _, r := range p.Risks {
+		w := bounded(r.Message)
+		if size += len(w); size > maxWarningBytes {
+			break
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// bounded cuts a warning to maxWarningLength characters.
+func bounded(w string) string {
+	if utf8.RuneCountInString(w) <= maxWarningLength {
+		return w
+	}
+	return string([]rune(w)[:maxWarningLength-1]) + "…"
+}
