@@ -59,6 +59,7 @@ var (
 	OperatorToken               = tfbridge.MakeResource(Name, "index", "Operator")
 	GetNodeMaintenanceToken     = tfbridge.MakeDataSource(Name, "index", "getNodeMaintenance")
 	GetNodeMaintenanceListToken = tfbridge.MakeDataSource(Name, "index", "getNodeMaintenanceList")
+	GetDrainPreviewToken        = tfbridge.MakeDataSource(Name, "index", "getDrainPreview")
 )
 
 // Provider is the mapping from the Terraform provider to the Pulumi package.
@@ -114,8 +115,9 @@ func Provider() tfbridge.ProviderInfo {
 			"nodemaintenance_operator": {Tok: OperatorToken},
 		},
 		DataSources: map[string]*tfbridge.DataSourceInfo{
-			"nodemaintenance":      {Tok: GetNodeMaintenanceToken},
-			"nodemaintenance_list": {Tok: GetNodeMaintenanceListToken},
+			"nodemaintenance":               {Tok: GetNodeMaintenanceToken},
+			"nodemaintenance_list":          {Tok: GetNodeMaintenanceListToken},
+			"nodemaintenance_drain_preview": {Tok: GetDrainPreviewToken},
 		},
 		// The pages in docs/ are written for Terraform users (HCL examples,
 		// `terraform import`), and their HCL cannot be converted offline, so

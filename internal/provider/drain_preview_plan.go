@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain/live"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain/live"
 )
 
 // planPreviewTimeout bounds the drain preview of a plan: a plan must stay

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 )
 
 // A plan that cannot preview says why, as a warning, never an error.

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )

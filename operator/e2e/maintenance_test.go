@@ -18,8 +18,8 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"

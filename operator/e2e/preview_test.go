@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain/live"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain/live"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
 

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 )
 
 var (

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
 )
 
 // patchAttempts bounds the re-reads of a node whose patch lost a race.

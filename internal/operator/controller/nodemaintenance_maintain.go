@@ -15,8 +15,8 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 )
 
 // scope is what one pass over an active maintenance works on.

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 )
 
 // ReasonForcedDelete is the event of a pod deleted by spec.drain.onTimeout

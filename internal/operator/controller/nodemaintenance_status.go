@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 )
 
 // setRound writes what a drain round left into status. A round that left

@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
 )
 
 var queueEpoch = time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
@@ -128,7 +128,7 @@ func queueEnv(t *testing.T, funcs interceptor.Funcs) *reconcileEnv {
 	var objs []client.Object
 	for i := 1; i <= 3; i++ {
 		node := fmt.Sprintf("node%02d", i)
-		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
+		objs = append(objs, readyNode(node),
 			&nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "maintain-" + node, UID: types.UID("uid-" + node),
 				CreationTimestamp: metav1.NewTime(queueEpoch.Add(time.Duration(i) * time.Second))},
 				Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: node}})

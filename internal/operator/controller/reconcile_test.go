@@ -24,10 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
 )
 
 // These tests drive the reconciler pass by pass against controller-runtime's
@@ -151,9 +151,11 @@ func (e *reconcileEnv) events() string {
 
 func testObjects() []client.Object {
 	return []client.Object{
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}},
+		readyNode(testNode),
 		&nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: testNM, UID: "uid-1"}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: testNode, Reason: "test"}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-1", UID: "pod-1"}, Spec: corev1.PodSpec{NodeName: testNode}},
+		// Another node that takes pods: testNode is not the last one.
+		readyNode("spare"),
 	}
 }
 
@@ -465,4 +467,10 @@ func TestReconcileRestoreOnTimeoutIsFinishedAfterAFailedPatch(t *testing.T) {
 		e.reconcile()
 	}
 	assertInMaintenance(t, e.node(), false)
+}
+
+// readyNode is a Ready, schedulable Node.
+func readyNode(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 }

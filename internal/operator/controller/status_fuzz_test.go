@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 )
 
 // The fuzz targets here check the status a drain pass writes against oracles

@@ -15,8 +15,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"

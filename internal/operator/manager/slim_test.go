@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 )
 
 // The drain plan of slimmed pods is the plan of the full pods: the cache's

@@ -9,12 +9,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain/live"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain/live"
 )
+
+// The preview names the Deployment of a pod through its ReplicaSet.
+// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=list
 
 // PreviewTimeout bounds the drain preview of an admitted create: the
 // webhook's own timeout (15 s) also covers the admission decision.
 const PreviewTimeout = 3 * time.Second
+
+// PreviewBounds keep the preview of every create cheap: the room on the
+// other nodes is estimated only in a cluster of at most this many nodes and
+// running pods (one page of each). Larger ones get the rest of the preview;
+// the provider's data source and plan estimate the room in any cluster.
+var PreviewBounds = live.Bounds{Nodes: 100, Pods: 1000}
 
 // The API server may cut a warning longer than this, and drops the warnings
 // beyond maxWarningBytes in all.
@@ -30,7 +39,7 @@ const (
 func (v *Validator) previewWarnings(ctx context.Context, nm *nmv1beta1.NodeMaintenance) admission.Warnings {
 	ctx, cancel := context.WithTimeout(ctx, PreviewTimeout)
 	defer cancel()
-	p, err := live.Preview(ctx, v.Reader, nm.Spec.NodeName, nm.Spec.Drain, v.now())
+	p, err := live.PreviewWithin(ctx, v.Reader, nm.Spec.NodeName, nm.Spec.Drain, v.now(), PreviewBounds)
 	if err != nil {
 		return admission.Warnings{bounded(fmt.Sprintf("could not preview the drain of node %s (%v); the NodeMaintenance is admitted all the same", nm.Spec.NodeName, err))}
 	}

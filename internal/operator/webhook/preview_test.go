@@ -6,8 +6,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -21,7 +19,7 @@ func TestPreviewFailureIsAWarningNotARefusal(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = nmv1beta1.AddToScheme(scheme)
-	reader := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node01"}}).Build()
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(readyNode("node01"), readyNode("node02")).Build()
 	v := &Validator{Reader: reader, Writer: reader, PreviewDrain: true}
 	warnings, err := v.ValidateCreate(context.Background(), nm("a", "node01"))
 	if err != nil {

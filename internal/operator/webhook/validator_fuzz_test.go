@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -155,7 +154,7 @@ func FuzzValidateCreateSequence(f *testing.F) {
 			nodes[extraNode] = true
 		}
 		for name := range nodes {
-			objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+			objs = append(objs, readyNode(name))
 		}
 		candidates := []string{"node0", "node1", "node2", "node3", "node4", "ghost", extraNode, ""}
 		api := fake.NewClientBuilder().WithScheme(fuzzScheme).WithObjects(objs...).Build()

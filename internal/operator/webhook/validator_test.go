@@ -37,9 +37,7 @@ func TestValidateCreate(t *testing.T) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = nmv1beta1.AddToScheme(scheme)
 	nodes := []runtime.Object{
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node01"}},
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node02"}},
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node03"}},
+		readyNode("node01"), readyNode("node02"), readyNode("node03"),
 	}
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(append(nodes, nm("existing", "node01"))...).Build()
 	one := intstr.FromInt32(2)
@@ -71,4 +69,11 @@ func TestValidateCreate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readyNode is a Ready, schedulable Node: the guards count it as a node
+// that takes pods.
+func readyNode(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 }

@@ -5,6 +5,11 @@ import * as pulumi from "@pulumi/pulumi";
 import * as utilities from "./utilities";
 
 // Export members:
+export { GetDrainPreviewArgs, GetDrainPreviewResult, GetDrainPreviewOutputArgs } from "./getDrainPreview";
+export const getDrainPreview: typeof import("./getDrainPreview").getDrainPreview = null as any;
+export const getDrainPreviewOutput: typeof import("./getDrainPreview").getDrainPreviewOutput = null as any;
+utilities.lazyLoad(exports, ["getDrainPreview","getDrainPreviewOutput"], () => require("./getDrainPreview"));
+
 export { GetNodeMaintenanceArgs, GetNodeMaintenanceResult, GetNodeMaintenanceOutputArgs } from "./getNodeMaintenance";
 export const getNodeMaintenance: typeof import("./getNodeMaintenance").getNodeMaintenance = null as any;
 export const getNodeMaintenanceOutput: typeof import("./getNodeMaintenance").getNodeMaintenanceOutput = null as any;

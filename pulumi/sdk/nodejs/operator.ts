@@ -69,6 +69,10 @@ export class Operator extends pulumi.CustomResource {
      */
     declare public readonly maxUnavailable: pulumi.Output<string | undefined>;
     /**
+     * What happens to a <span pulumi-lang-nodejs="`nodemaintenance.NodeMaintenance`" pulumi-lang-dotnet="`nodemaintenance.NodeMaintenance`" pulumi-lang-go="`NodeMaintenance`" pulumi-lang-python="`NodeMaintenance`" pulumi-lang-yaml="`nodemaintenance.NodeMaintenance`" pulumi-lang-java="`nodemaintenance.NodeMaintenance`">`nodemaintenance.NodeMaintenance`</span> created while <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> nodes are in maintenance already (`--max-unavailable-policy`). `Queue` (the default): it is admitted and waits, its node not cordoned, until a slot frees; maintenances start first come first served, in the order they were created, and the apply waits meanwhile (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout counts the time in the queue). `Refuse`: the webhook refuses the create and the apply fails at once, naming the nodes in maintenance. Without <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> it changes nothing.
+     */
+    declare public readonly maxUnavailablePolicy: pulumi.Output<string>;
+    /**
      * Memory limit of the operator container, a Kubernetes quantity (`256Mi`).
      */
     declare public readonly memoryLimit: pulumi.Output<string>;
@@ -116,6 +120,7 @@ export class Operator extends pulumi.CustomResource {
             resourceInputs["extraArgs"] = state?.extraArgs;
             resourceInputs["image"] = state?.image;
             resourceInputs["maxUnavailable"] = state?.maxUnavailable;
+            resourceInputs["maxUnavailablePolicy"] = state?.maxUnavailablePolicy;
             resourceInputs["memoryLimit"] = state?.memoryLimit;
             resourceInputs["memoryRequest"] = state?.memoryRequest;
             resourceInputs["namespace"] = state?.namespace;
@@ -131,6 +136,7 @@ export class Operator extends pulumi.CustomResource {
             resourceInputs["extraArgs"] = args?.extraArgs;
             resourceInputs["image"] = args?.image;
             resourceInputs["maxUnavailable"] = args?.maxUnavailable;
+            resourceInputs["maxUnavailablePolicy"] = args?.maxUnavailablePolicy;
             resourceInputs["memoryLimit"] = args?.memoryLimit;
             resourceInputs["memoryRequest"] = args?.memoryRequest;
             resourceInputs["namespace"] = args?.namespace;
@@ -169,6 +175,10 @@ export interface OperatorState {
      * Most nodes in maintenance at once, as a count (<span pulumi-lang-nodejs="`2`" pulumi-lang-dotnet="`2`" pulumi-lang-go="`2`" pulumi-lang-python="`2`" pulumi-lang-yaml="`2`" pulumi-lang-java="`2`">`2`</span>) or a percentage of all nodes (`20%`), not negative. Unset: no limit.
      */
     maxUnavailable?: pulumi.Input<string | undefined>;
+    /**
+     * What happens to a <span pulumi-lang-nodejs="`nodemaintenance.NodeMaintenance`" pulumi-lang-dotnet="`nodemaintenance.NodeMaintenance`" pulumi-lang-go="`NodeMaintenance`" pulumi-lang-python="`NodeMaintenance`" pulumi-lang-yaml="`nodemaintenance.NodeMaintenance`" pulumi-lang-java="`nodemaintenance.NodeMaintenance`">`nodemaintenance.NodeMaintenance`</span> created while <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> nodes are in maintenance already (`--max-unavailable-policy`). `Queue` (the default): it is admitted and waits, its node not cordoned, until a slot frees; maintenances start first come first served, in the order they were created, and the apply waits meanwhile (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout counts the time in the queue). `Refuse`: the webhook refuses the create and the apply fails at once, naming the nodes in maintenance. Without <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> it changes nothing.
+     */
+    maxUnavailablePolicy?: pulumi.Input<string | undefined>;
     /**
      * Memory limit of the operator container, a Kubernetes quantity (`256Mi`).
      */
@@ -224,6 +234,10 @@ export interface OperatorArgs {
      * Most nodes in maintenance at once, as a count (<span pulumi-lang-nodejs="`2`" pulumi-lang-dotnet="`2`" pulumi-lang-go="`2`" pulumi-lang-python="`2`" pulumi-lang-yaml="`2`" pulumi-lang-java="`2`">`2`</span>) or a percentage of all nodes (`20%`), not negative. Unset: no limit.
      */
     maxUnavailable?: pulumi.Input<string | undefined>;
+    /**
+     * What happens to a <span pulumi-lang-nodejs="`nodemaintenance.NodeMaintenance`" pulumi-lang-dotnet="`nodemaintenance.NodeMaintenance`" pulumi-lang-go="`NodeMaintenance`" pulumi-lang-python="`NodeMaintenance`" pulumi-lang-yaml="`nodemaintenance.NodeMaintenance`" pulumi-lang-java="`nodemaintenance.NodeMaintenance`">`nodemaintenance.NodeMaintenance`</span> created while <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> nodes are in maintenance already (`--max-unavailable-policy`). `Queue` (the default): it is admitted and waits, its node not cordoned, until a slot frees; maintenances start first come first served, in the order they were created, and the apply waits meanwhile (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout counts the time in the queue). `Refuse`: the webhook refuses the create and the apply fails at once, naming the nodes in maintenance. Without <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> it changes nothing.
+     */
+    maxUnavailablePolicy?: pulumi.Input<string | undefined>;
     /**
      * Memory limit of the operator container, a Kubernetes quantity (`256Mi`).
      */

@@ -132,6 +132,10 @@ func (o NodeMaintenanceConditionArrayOutput) Index(i pulumi.IntInput) NodeMainte
 }
 
 type NodeMaintenanceDrain struct {
+	// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+	AllowControlPlaneNode *bool `pulumi:"allowControlPlaneNode"`
+	// Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+	AllowLastSchedulableNode *bool `pulumi:"allowLastSchedulableNode"`
 	// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
 	GracePeriodSeconds *int `pulumi:"gracePeriodSeconds"`
 	// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
@@ -156,6 +160,10 @@ type NodeMaintenanceDrainInput interface {
 }
 
 type NodeMaintenanceDrainArgs struct {
+	// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+	AllowControlPlaneNode pulumi.BoolPtrInput `pulumi:"allowControlPlaneNode"`
+	// Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+	AllowLastSchedulableNode pulumi.BoolPtrInput `pulumi:"allowLastSchedulableNode"`
 	// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
 	GracePeriodSeconds pulumi.IntPtrInput `pulumi:"gracePeriodSeconds"`
 	// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
@@ -245,6 +253,16 @@ func (o NodeMaintenanceDrainOutput) ToNodeMaintenanceDrainPtrOutputWithContext(c
 	}).(NodeMaintenanceDrainPtrOutput)
 }
 
+// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+func (o NodeMaintenanceDrainOutput) AllowControlPlaneNode() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v NodeMaintenanceDrain) *bool { return v.AllowControlPlaneNode }).(pulumi.BoolPtrOutput)
+}
+
+// Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+func (o NodeMaintenanceDrainOutput) AllowLastSchedulableNode() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v NodeMaintenanceDrain) *bool { return v.AllowLastSchedulableNode }).(pulumi.BoolPtrOutput)
+}
+
 // Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
 func (o NodeMaintenanceDrainOutput) GracePeriodSeconds() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v NodeMaintenanceDrain) *int { return v.GracePeriodSeconds }).(pulumi.IntPtrOutput)
@@ -292,6 +310,26 @@ func (o NodeMaintenanceDrainPtrOutput) Elem() NodeMaintenanceDrainOutput {
 		var ret NodeMaintenanceDrain
 		return ret
 	}).(NodeMaintenanceDrainOutput)
+}
+
+// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+func (o NodeMaintenanceDrainPtrOutput) AllowControlPlaneNode() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *NodeMaintenanceDrain) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.AllowControlPlaneNode
+	}).(pulumi.BoolPtrOutput)
+}
+
+// Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+func (o NodeMaintenanceDrainPtrOutput) AllowLastSchedulableNode() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *NodeMaintenanceDrain) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.AllowLastSchedulableNode
+	}).(pulumi.BoolPtrOutput)
 }
 
 // Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
@@ -897,6 +935,602 @@ func (o ProviderExecArrayOutput) Index(i pulumi.IntInput) ProviderExecOutput {
 	return pulumi.All(o, i).ApplyT(func(vs []interface{}) ProviderExec {
 		return vs[0].([]ProviderExec)[vs[1].(int)]
 	}).(ProviderExecOutput)
+}
+
+type GetDrainPreviewDrain struct {
+	// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+	AllowControlPlaneNode *bool `pulumi:"allowControlPlaneNode"`
+	// Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+	AllowLastSchedulableNode *bool `pulumi:"allowLastSchedulableNode"`
+	// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+	GracePeriodSeconds *int `pulumi:"gracePeriodSeconds"`
+	// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+	OnTimeout *string `pulumi:"onTimeout"`
+	// Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+	PodSelector *string `pulumi:"podSelector"`
+	// On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+	SkipWaitForDeleteTimeout *string `pulumi:"skipWaitForDeleteTimeout"`
+	// How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+	Timeout *string `pulumi:"timeout"`
+}
+
+// GetDrainPreviewDrainInput is an input type that accepts GetDrainPreviewDrainArgs and GetDrainPreviewDrainOutput values.
+// You can construct a concrete instance of `GetDrainPreviewDrainInput` via:
+//
+//	GetDrainPreviewDrainArgs{...}
+type GetDrainPreviewDrainInput interface {
+	pulumi.Input
+
+	ToGetDrainPreviewDrainOutput() GetDrainPreviewDrainOutput
+	ToGetDrainPreviewDrainOutputWithContext(context.Context) GetDrainPreviewDrainOutput
+}
+
+type GetDrainPreviewDrainArgs struct {
+	// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+	AllowControlPlaneNode pulumi.BoolPtrInput `pulumi:"allowControlPlaneNode"`
+	// Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+	AllowLastSchedulableNode pulumi.BoolPtrInput `pulumi:"allowLastSchedulableNode"`
+	// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+	GracePeriodSeconds pulumi.IntPtrInput `pulumi:"gracePeriodSeconds"`
+	// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+	OnTimeout pulumi.StringPtrInput `pulumi:"onTimeout"`
+	// Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+	PodSelector pulumi.StringPtrInput `pulumi:"podSelector"`
+	// On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+	SkipWaitForDeleteTimeout pulumi.StringPtrInput `pulumi:"skipWaitForDeleteTimeout"`
+	// How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+	Timeout pulumi.StringPtrInput `pulumi:"timeout"`
+}
+
+func (GetDrainPreviewDrainArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetDrainPreviewDrain)(nil)).Elem()
+}
+
+func (i GetDrainPreviewDrainArgs) ToGetDrainPreviewDrainOutput() GetDrainPreviewDrainOutput {
+	return i.ToGetDrainPreviewDrainOutputWithContext(context.Background())
+}
+
+func (i GetDrainPreviewDrainArgs) ToGetDrainPreviewDrainOutputWithContext(ctx context.Context) GetDrainPreviewDrainOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetDrainPreviewDrainOutput)
+}
+
+func (i GetDrainPreviewDrainArgs) ToGetDrainPreviewDrainPtrOutput() GetDrainPreviewDrainPtrOutput {
+	return i.ToGetDrainPreviewDrainPtrOutputWithContext(context.Background())
+}
+
+func (i GetDrainPreviewDrainArgs) ToGetDrainPreviewDrainPtrOutputWithContext(ctx context.Context) GetDrainPreviewDrainPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetDrainPreviewDrainOutput).ToGetDrainPreviewDrainPtrOutputWithContext(ctx)
+}
+
+// GetDrainPreviewDrainPtrInput is an input type that accepts GetDrainPreviewDrainArgs, GetDrainPreviewDrainPtr and GetDrainPreviewDrainPtrOutput values.
+// You can construct a concrete instance of `GetDrainPreviewDrainPtrInput` via:
+//
+//	        GetDrainPreviewDrainArgs{...}
+//
+//	or:
+//
+//	        nil
+type GetDrainPreviewDrainPtrInput interface {
+	pulumi.Input
+
+	ToGetDrainPreviewDrainPtrOutput() GetDrainPreviewDrainPtrOutput
+	ToGetDrainPreviewDrainPtrOutputWithContext(context.Context) GetDrainPreviewDrainPtrOutput
+}
+
+type getDrainPreviewDrainPtrType GetDrainPreviewDrainArgs
+
+func GetDrainPreviewDrainPtr(v *GetDrainPreviewDrainArgs) GetDrainPreviewDrainPtrInput {
+	return (*getDrainPreviewDrainPtrType)(v)
+}
+
+func (*getDrainPreviewDrainPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**GetDrainPreviewDrain)(nil)).Elem()
+}
+
+func (i *getDrainPreviewDrainPtrType) ToGetDrainPreviewDrainPtrOutput() GetDrainPreviewDrainPtrOutput {
+	return i.ToGetDrainPreviewDrainPtrOutputWithContext(context.Background())
+}
+
+func (i *getDrainPreviewDrainPtrType) ToGetDrainPreviewDrainPtrOutputWithContext(ctx context.Context) GetDrainPreviewDrainPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetDrainPreviewDrainPtrOutput)
+}
+
+type GetDrainPreviewDrainOutput struct{ *pulumi.OutputState }
+
+func (GetDrainPreviewDrainOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetDrainPreviewDrain)(nil)).Elem()
+}
+
+func (o GetDrainPreviewDrainOutput) ToGetDrainPreviewDrainOutput() GetDrainPreviewDrainOutput {
+	return o
+}
+
+func (o GetDrainPreviewDrainOutput) ToGetDrainPreviewDrainOutputWithContext(ctx context.Context) GetDrainPreviewDrainOutput {
+	return o
+}
+
+func (o GetDrainPreviewDrainOutput) ToGetDrainPreviewDrainPtrOutput() GetDrainPreviewDrainPtrOutput {
+	return o.ToGetDrainPreviewDrainPtrOutputWithContext(context.Background())
+}
+
+func (o GetDrainPreviewDrainOutput) ToGetDrainPreviewDrainPtrOutputWithContext(ctx context.Context) GetDrainPreviewDrainPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v GetDrainPreviewDrain) *GetDrainPreviewDrain {
+		return &v
+	}).(GetDrainPreviewDrainPtrOutput)
+}
+
+// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+func (o GetDrainPreviewDrainOutput) AllowControlPlaneNode() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v GetDrainPreviewDrain) *bool { return v.AllowControlPlaneNode }).(pulumi.BoolPtrOutput)
+}
+
+// Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+func (o GetDrainPreviewDrainOutput) AllowLastSchedulableNode() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v GetDrainPreviewDrain) *bool { return v.AllowLastSchedulableNode }).(pulumi.BoolPtrOutput)
+}
+
+// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+func (o GetDrainPreviewDrainOutput) GracePeriodSeconds() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v GetDrainPreviewDrain) *int { return v.GracePeriodSeconds }).(pulumi.IntPtrOutput)
+}
+
+// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+func (o GetDrainPreviewDrainOutput) OnTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v GetDrainPreviewDrain) *string { return v.OnTimeout }).(pulumi.StringPtrOutput)
+}
+
+// Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+func (o GetDrainPreviewDrainOutput) PodSelector() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v GetDrainPreviewDrain) *string { return v.PodSelector }).(pulumi.StringPtrOutput)
+}
+
+// On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+func (o GetDrainPreviewDrainOutput) SkipWaitForDeleteTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v GetDrainPreviewDrain) *string { return v.SkipWaitForDeleteTimeout }).(pulumi.StringPtrOutput)
+}
+
+// How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+func (o GetDrainPreviewDrainOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v GetDrainPreviewDrain) *string { return v.Timeout }).(pulumi.StringPtrOutput)
+}
+
+type GetDrainPreviewDrainPtrOutput struct{ *pulumi.OutputState }
+
+func (GetDrainPreviewDrainPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**GetDrainPreviewDrain)(nil)).Elem()
+}
+
+func (o GetDrainPreviewDrainPtrOutput) ToGetDrainPreviewDrainPtrOutput() GetDrainPreviewDrainPtrOutput {
+	return o
+}
+
+func (o GetDrainPreviewDrainPtrOutput) ToGetDrainPreviewDrainPtrOutputWithContext(ctx context.Context) GetDrainPreviewDrainPtrOutput {
+	return o
+}
+
+func (o GetDrainPreviewDrainPtrOutput) Elem() GetDrainPreviewDrainOutput {
+	return o.ApplyT(func(v *GetDrainPreviewDrain) GetDrainPreviewDrain {
+		if v != nil {
+			return *v
+		}
+		var ret GetDrainPreviewDrain
+		return ret
+	}).(GetDrainPreviewDrainOutput)
+}
+
+// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+func (o GetDrainPreviewDrainPtrOutput) AllowControlPlaneNode() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *GetDrainPreviewDrain) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.AllowControlPlaneNode
+	}).(pulumi.BoolPtrOutput)
+}
+
+// Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+func (o GetDrainPreviewDrainPtrOutput) AllowLastSchedulableNode() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *GetDrainPreviewDrain) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.AllowLastSchedulableNode
+	}).(pulumi.BoolPtrOutput)
+}
+
+// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+func (o GetDrainPreviewDrainPtrOutput) GracePeriodSeconds() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *GetDrainPreviewDrain) *int {
+		if v == nil {
+			return nil
+		}
+		return v.GracePeriodSeconds
+	}).(pulumi.IntPtrOutput)
+}
+
+// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+func (o GetDrainPreviewDrainPtrOutput) OnTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *GetDrainPreviewDrain) *string {
+		if v == nil {
+			return nil
+		}
+		return v.OnTimeout
+	}).(pulumi.StringPtrOutput)
+}
+
+// Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+func (o GetDrainPreviewDrainPtrOutput) PodSelector() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *GetDrainPreviewDrain) *string {
+		if v == nil {
+			return nil
+		}
+		return v.PodSelector
+	}).(pulumi.StringPtrOutput)
+}
+
+// On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+func (o GetDrainPreviewDrainPtrOutput) SkipWaitForDeleteTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *GetDrainPreviewDrain) *string {
+		if v == nil {
+			return nil
+		}
+		return v.SkipWaitForDeleteTimeout
+	}).(pulumi.StringPtrOutput)
+}
+
+// How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+func (o GetDrainPreviewDrainPtrOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *GetDrainPreviewDrain) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Timeout
+	}).(pulumi.StringPtrOutput)
+}
+
+type GetDrainPreviewRisk struct {
+	// The drain would wait on it: the apply waits, and fails at the drain's or the apply's timeout.
+	Blocker bool `pulumi:"blocker"`
+	// `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
+	Kind string `pulumi:"kind"`
+	// What would happen and what to do.
+	Message string `pulumi:"message"`
+	// The pods of the node it concerns.
+	Pods []string `pulumi:"pods"`
+	// The object at fault, e.g. `PodDisruptionBudget shop/db` or `Deployment shop/cart`.
+	Subject string `pulumi:"subject"`
+}
+
+// GetDrainPreviewRiskInput is an input type that accepts GetDrainPreviewRiskArgs and GetDrainPreviewRiskOutput values.
+// You can construct a concrete instance of `GetDrainPreviewRiskInput` via:
+//
+//	GetDrainPreviewRiskArgs{...}
+type GetDrainPreviewRiskInput interface {
+	pulumi.Input
+
+	ToGetDrainPreviewRiskOutput() GetDrainPreviewRiskOutput
+	ToGetDrainPreviewRiskOutputWithContext(context.Context) GetDrainPreviewRiskOutput
+}
+
+type GetDrainPreviewRiskArgs struct {
+	// The drain would wait on it: the apply waits, and fails at the drain's or the apply's timeout.
+	Blocker pulumi.BoolInput `pulumi:"blocker"`
+	// `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
+	Kind pulumi.StringInput `pulumi:"kind"`
+	// What would happen and what to do.
+	Message pulumi.StringInput `pulumi:"message"`
+	// The pods of the node it concerns.
+	Pods pulumi.StringArrayInput `pulumi:"pods"`
+	// The object at fault, e.g. `PodDisruptionBudget shop/db` or `Deployment shop/cart`.
+	Subject pulumi.StringInput `pulumi:"subject"`
+}
+
+func (GetDrainPreviewRiskArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetDrainPreviewRisk)(nil)).Elem()
+}
+
+func (i GetDrainPreviewRiskArgs) ToGetDrainPreviewRiskOutput() GetDrainPreviewRiskOutput {
+	return i.ToGetDrainPreviewRiskOutputWithContext(context.Background())
+}
+
+func (i GetDrainPreviewRiskArgs) ToGetDrainPreviewRiskOutputWithContext(ctx context.Context) GetDrainPreviewRiskOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetDrainPreviewRiskOutput)
+}
+
+// GetDrainPreviewRiskArrayInput is an input type that accepts GetDrainPreviewRiskArray and GetDrainPreviewRiskArrayOutput values.
+// You can construct a concrete instance of `GetDrainPreviewRiskArrayInput` via:
+//
+//	GetDrainPreviewRiskArray{ GetDrainPreviewRiskArgs{...} }
+type GetDrainPreviewRiskArrayInput interface {
+	pulumi.Input
+
+	ToGetDrainPreviewRiskArrayOutput() GetDrainPreviewRiskArrayOutput
+	ToGetDrainPreviewRiskArrayOutputWithContext(context.Context) GetDrainPreviewRiskArrayOutput
+}
+
+type GetDrainPreviewRiskArray []GetDrainPreviewRiskInput
+
+func (GetDrainPreviewRiskArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]GetDrainPreviewRisk)(nil)).Elem()
+}
+
+func (i GetDrainPreviewRiskArray) ToGetDrainPreviewRiskArrayOutput() GetDrainPreviewRiskArrayOutput {
+	return i.ToGetDrainPreviewRiskArrayOutputWithContext(context.Background())
+}
+
+func (i GetDrainPreviewRiskArray) ToGetDrainPreviewRiskArrayOutputWithContext(ctx context.Context) GetDrainPreviewRiskArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetDrainPreviewRiskArrayOutput)
+}
+
+type GetDrainPreviewRiskOutput struct{ *pulumi.OutputState }
+
+func (GetDrainPreviewRiskOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetDrainPreviewRisk)(nil)).Elem()
+}
+
+func (o GetDrainPreviewRiskOutput) ToGetDrainPreviewRiskOutput() GetDrainPreviewRiskOutput {
+	return o
+}
+
+func (o GetDrainPreviewRiskOutput) ToGetDrainPreviewRiskOutputWithContext(ctx context.Context) GetDrainPreviewRiskOutput {
+	return o
+}
+
+// The drain would wait on it: the apply waits, and fails at the drain's or the apply's timeout.
+func (o GetDrainPreviewRiskOutput) Blocker() pulumi.BoolOutput {
+	return o.ApplyT(func(v GetDrainPreviewRisk) bool { return v.Blocker }).(pulumi.BoolOutput)
+}
+
+// `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
+func (o GetDrainPreviewRiskOutput) Kind() pulumi.StringOutput {
+	return o.ApplyT(func(v GetDrainPreviewRisk) string { return v.Kind }).(pulumi.StringOutput)
+}
+
+// What would happen and what to do.
+func (o GetDrainPreviewRiskOutput) Message() pulumi.StringOutput {
+	return o.ApplyT(func(v GetDrainPreviewRisk) string { return v.Message }).(pulumi.StringOutput)
+}
+
+// The pods of the node it concerns.
+func (o GetDrainPreviewRiskOutput) Pods() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v GetDrainPreviewRisk) []string { return v.Pods }).(pulumi.StringArrayOutput)
+}
+
+// The object at fault, e.g. `PodDisruptionBudget shop/db` or `Deployment shop/cart`.
+func (o GetDrainPreviewRiskOutput) Subject() pulumi.StringOutput {
+	return o.ApplyT(func(v GetDrainPreviewRisk) string { return v.Subject }).(pulumi.StringOutput)
+}
+
+type GetDrainPreviewRiskArrayOutput struct{ *pulumi.OutputState }
+
+func (GetDrainPreviewRiskArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]GetDrainPreviewRisk)(nil)).Elem()
+}
+
+func (o GetDrainPreviewRiskArrayOutput) ToGetDrainPreviewRiskArrayOutput() GetDrainPreviewRiskArrayOutput {
+	return o
+}
+
+func (o GetDrainPreviewRiskArrayOutput) ToGetDrainPreviewRiskArrayOutputWithContext(ctx context.Context) GetDrainPreviewRiskArrayOutput {
+	return o
+}
+
+func (o GetDrainPreviewRiskArrayOutput) Index(i pulumi.IntInput) GetDrainPreviewRiskOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) GetDrainPreviewRisk {
+		return vs[0].([]GetDrainPreviewRisk)[vs[1].(int)]
+	}).(GetDrainPreviewRiskOutput)
+}
+
+type GetDrainPreviewSkip struct {
+	// The pod, as `namespace/name`.
+	Pod string `pulumi:"pod"`
+	// Why it is there.
+	Reason string `pulumi:"reason"`
+}
+
+// GetDrainPreviewSkipInput is an input type that accepts GetDrainPreviewSkipArgs and GetDrainPreviewSkipOutput values.
+// You can construct a concrete instance of `GetDrainPreviewSkipInput` via:
+//
+//	GetDrainPreviewSkipArgs{...}
+type GetDrainPreviewSkipInput interface {
+	pulumi.Input
+
+	ToGetDrainPreviewSkipOutput() GetDrainPreviewSkipOutput
+	ToGetDrainPreviewSkipOutputWithContext(context.Context) GetDrainPreviewSkipOutput
+}
+
+type GetDrainPreviewSkipArgs struct {
+	// The pod, as `namespace/name`.
+	Pod pulumi.StringInput `pulumi:"pod"`
+	// Why it is there.
+	Reason pulumi.StringInput `pulumi:"reason"`
+}
+
+func (GetDrainPreviewSkipArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetDrainPreviewSkip)(nil)).Elem()
+}
+
+func (i GetDrainPreviewSkipArgs) ToGetDrainPreviewSkipOutput() GetDrainPreviewSkipOutput {
+	return i.ToGetDrainPreviewSkipOutputWithContext(context.Background())
+}
+
+func (i GetDrainPreviewSkipArgs) ToGetDrainPreviewSkipOutputWithContext(ctx context.Context) GetDrainPreviewSkipOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetDrainPreviewSkipOutput)
+}
+
+// GetDrainPreviewSkipArrayInput is an input type that accepts GetDrainPreviewSkipArray and GetDrainPreviewSkipArrayOutput values.
+// You can construct a concrete instance of `GetDrainPreviewSkipArrayInput` via:
+//
+//	GetDrainPreviewSkipArray{ GetDrainPreviewSkipArgs{...} }
+type GetDrainPreviewSkipArrayInput interface {
+	pulumi.Input
+
+	ToGetDrainPreviewSkipArrayOutput() GetDrainPreviewSkipArrayOutput
+	ToGetDrainPreviewSkipArrayOutputWithContext(context.Context) GetDrainPreviewSkipArrayOutput
+}
+
+type GetDrainPreviewSkipArray []GetDrainPreviewSkipInput
+
+func (GetDrainPreviewSkipArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]GetDrainPreviewSkip)(nil)).Elem()
+}
+
+func (i GetDrainPreviewSkipArray) ToGetDrainPreviewSkipArrayOutput() GetDrainPreviewSkipArrayOutput {
+	return i.ToGetDrainPreviewSkipArrayOutputWithContext(context.Background())
+}
+
+func (i GetDrainPreviewSkipArray) ToGetDrainPreviewSkipArrayOutputWithContext(ctx context.Context) GetDrainPreviewSkipArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetDrainPreviewSkipArrayOutput)
+}
+
+type GetDrainPreviewSkipOutput struct{ *pulumi.OutputState }
+
+func (GetDrainPreviewSkipOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetDrainPreviewSkip)(nil)).Elem()
+}
+
+func (o GetDrainPreviewSkipOutput) ToGetDrainPreviewSkipOutput() GetDrainPreviewSkipOutput {
+	return o
+}
+
+func (o GetDrainPreviewSkipOutput) ToGetDrainPreviewSkipOutputWithContext(ctx context.Context) GetDrainPreviewSkipOutput {
+	return o
+}
+
+// The pod, as `namespace/name`.
+func (o GetDrainPreviewSkipOutput) Pod() pulumi.StringOutput {
+	return o.ApplyT(func(v GetDrainPreviewSkip) string { return v.Pod }).(pulumi.StringOutput)
+}
+
+// Why it is there.
+func (o GetDrainPreviewSkipOutput) Reason() pulumi.StringOutput {
+	return o.ApplyT(func(v GetDrainPreviewSkip) string { return v.Reason }).(pulumi.StringOutput)
+}
+
+type GetDrainPreviewSkipArrayOutput struct{ *pulumi.OutputState }
+
+func (GetDrainPreviewSkipArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]GetDrainPreviewSkip)(nil)).Elem()
+}
+
+func (o GetDrainPreviewSkipArrayOutput) ToGetDrainPreviewSkipArrayOutput() GetDrainPreviewSkipArrayOutput {
+	return o
+}
+
+func (o GetDrainPreviewSkipArrayOutput) ToGetDrainPreviewSkipArrayOutputWithContext(ctx context.Context) GetDrainPreviewSkipArrayOutput {
+	return o
+}
+
+func (o GetDrainPreviewSkipArrayOutput) Index(i pulumi.IntInput) GetDrainPreviewSkipOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) GetDrainPreviewSkip {
+		return vs[0].([]GetDrainPreviewSkip)[vs[1].(int)]
+	}).(GetDrainPreviewSkipOutput)
+}
+
+type GetDrainPreviewWaitFor struct {
+	// The pod, as `namespace/name`.
+	Pod string `pulumi:"pod"`
+	// Why it is there.
+	Reason string `pulumi:"reason"`
+}
+
+// GetDrainPreviewWaitForInput is an input type that accepts GetDrainPreviewWaitForArgs and GetDrainPreviewWaitForOutput values.
+// You can construct a concrete instance of `GetDrainPreviewWaitForInput` via:
+//
+//	GetDrainPreviewWaitForArgs{...}
+type GetDrainPreviewWaitForInput interface {
+	pulumi.Input
+
+	ToGetDrainPreviewWaitForOutput() GetDrainPreviewWaitForOutput
+	ToGetDrainPreviewWaitForOutputWithContext(context.Context) GetDrainPreviewWaitForOutput
+}
+
+type GetDrainPreviewWaitForArgs struct {
+	// The pod, as `namespace/name`.
+	Pod pulumi.StringInput `pulumi:"pod"`
+	// Why it is there.
+	Reason pulumi.StringInput `pulumi:"reason"`
+}
+
+func (GetDrainPreviewWaitForArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetDrainPreviewWaitFor)(nil)).Elem()
+}
+
+func (i GetDrainPreviewWaitForArgs) ToGetDrainPreviewWaitForOutput() GetDrainPreviewWaitForOutput {
+	return i.ToGetDrainPreviewWaitForOutputWithContext(context.Background())
+}
+
+func (i GetDrainPreviewWaitForArgs) ToGetDrainPreviewWaitForOutputWithContext(ctx context.Context) GetDrainPreviewWaitForOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetDrainPreviewWaitForOutput)
+}
+
+// GetDrainPreviewWaitForArrayInput is an input type that accepts GetDrainPreviewWaitForArray and GetDrainPreviewWaitForArrayOutput values.
+// You can construct a concrete instance of `GetDrainPreviewWaitForArrayInput` via:
+//
+//	GetDrainPreviewWaitForArray{ GetDrainPreviewWaitForArgs{...} }
+type GetDrainPreviewWaitForArrayInput interface {
+	pulumi.Input
+
+	ToGetDrainPreviewWaitForArrayOutput() GetDrainPreviewWaitForArrayOutput
+	ToGetDrainPreviewWaitForArrayOutputWithContext(context.Context) GetDrainPreviewWaitForArrayOutput
+}
+
+type GetDrainPreviewWaitForArray []GetDrainPreviewWaitForInput
+
+func (GetDrainPreviewWaitForArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]GetDrainPreviewWaitFor)(nil)).Elem()
+}
+
+func (i GetDrainPreviewWaitForArray) ToGetDrainPreviewWaitForArrayOutput() GetDrainPreviewWaitForArrayOutput {
+	return i.ToGetDrainPreviewWaitForArrayOutputWithContext(context.Background())
+}
+
+func (i GetDrainPreviewWaitForArray) ToGetDrainPreviewWaitForArrayOutputWithContext(ctx context.Context) GetDrainPreviewWaitForArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetDrainPreviewWaitForArrayOutput)
+}
+
+type GetDrainPreviewWaitForOutput struct{ *pulumi.OutputState }
+
+func (GetDrainPreviewWaitForOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetDrainPreviewWaitFor)(nil)).Elem()
+}
+
+func (o GetDrainPreviewWaitForOutput) ToGetDrainPreviewWaitForOutput() GetDrainPreviewWaitForOutput {
+	return o
+}
+
+func (o GetDrainPreviewWaitForOutput) ToGetDrainPreviewWaitForOutputWithContext(ctx context.Context) GetDrainPreviewWaitForOutput {
+	return o
+}
+
+// The pod, as `namespace/name`.
+func (o GetDrainPreviewWaitForOutput) Pod() pulumi.StringOutput {
+	return o.ApplyT(func(v GetDrainPreviewWaitFor) string { return v.Pod }).(pulumi.StringOutput)
+}
+
+// Why it is there.
+func (o GetDrainPreviewWaitForOutput) Reason() pulumi.StringOutput {
+	return o.ApplyT(func(v GetDrainPreviewWaitFor) string { return v.Reason }).(pulumi.StringOutput)
+}
+
+type GetDrainPreviewWaitForArrayOutput struct{ *pulumi.OutputState }
+
+func (GetDrainPreviewWaitForArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]GetDrainPreviewWaitFor)(nil)).Elem()
+}
+
+func (o GetDrainPreviewWaitForArrayOutput) ToGetDrainPreviewWaitForArrayOutput() GetDrainPreviewWaitForArrayOutput {
+	return o
+}
+
+func (o GetDrainPreviewWaitForArrayOutput) ToGetDrainPreviewWaitForArrayOutputWithContext(ctx context.Context) GetDrainPreviewWaitForArrayOutput {
+	return o
+}
+
+func (o GetDrainPreviewWaitForArrayOutput) Index(i pulumi.IntInput) GetDrainPreviewWaitForOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) GetDrainPreviewWaitFor {
+		return vs[0].([]GetDrainPreviewWaitFor)[vs[1].(int)]
+	}).(GetDrainPreviewWaitForOutput)
 }
 
 type GetNodeMaintenanceCondition struct {
@@ -1516,6 +2150,14 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*OperatorTimeoutsPtrInput)(nil)).Elem(), OperatorTimeoutsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProviderExecInput)(nil)).Elem(), ProviderExecArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProviderExecArrayInput)(nil)).Elem(), ProviderExecArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewDrainInput)(nil)).Elem(), GetDrainPreviewDrainArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewDrainPtrInput)(nil)).Elem(), GetDrainPreviewDrainArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewRiskInput)(nil)).Elem(), GetDrainPreviewRiskArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewRiskArrayInput)(nil)).Elem(), GetDrainPreviewRiskArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewSkipInput)(nil)).Elem(), GetDrainPreviewSkipArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewSkipArrayInput)(nil)).Elem(), GetDrainPreviewSkipArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewWaitForInput)(nil)).Elem(), GetDrainPreviewWaitForArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewWaitForArrayInput)(nil)).Elem(), GetDrainPreviewWaitForArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenanceConditionInput)(nil)).Elem(), GetNodeMaintenanceConditionArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenanceConditionArrayInput)(nil)).Elem(), GetNodeMaintenanceConditionArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenanceListItemInput)(nil)).Elem(), GetNodeMaintenanceListItemArgs{})
@@ -1538,6 +2180,14 @@ func init() {
 	pulumi.RegisterOutputType(OperatorTimeoutsPtrOutput{})
 	pulumi.RegisterOutputType(ProviderExecOutput{})
 	pulumi.RegisterOutputType(ProviderExecArrayOutput{})
+	pulumi.RegisterOutputType(GetDrainPreviewDrainOutput{})
+	pulumi.RegisterOutputType(GetDrainPreviewDrainPtrOutput{})
+	pulumi.RegisterOutputType(GetDrainPreviewRiskOutput{})
+	pulumi.RegisterOutputType(GetDrainPreviewRiskArrayOutput{})
+	pulumi.RegisterOutputType(GetDrainPreviewSkipOutput{})
+	pulumi.RegisterOutputType(GetDrainPreviewSkipArrayOutput{})
+	pulumi.RegisterOutputType(GetDrainPreviewWaitForOutput{})
+	pulumi.RegisterOutputType(GetDrainPreviewWaitForArrayOutput{})
 	pulumi.RegisterOutputType(GetNodeMaintenanceConditionOutput{})
 	pulumi.RegisterOutputType(GetNodeMaintenanceConditionArrayOutput{})
 	pulumi.RegisterOutputType(GetNodeMaintenanceListItemOutput{})

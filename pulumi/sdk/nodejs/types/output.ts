@@ -5,6 +5,82 @@ import * as pulumi from "@pulumi/pulumi";
 import * as inputs from "../types/input";
 import * as outputs from "../types/output";
 
+export interface GetDrainPreviewDrain {
+    /**
+     * Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+     */
+    allowControlPlaneNode?: boolean;
+    /**
+     * Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+     */
+    allowLastSchedulableNode?: boolean;
+    /**
+     * Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+     */
+    gracePeriodSeconds?: number;
+    /**
+     * What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+     */
+    onTimeout?: string;
+    /**
+     * Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+     */
+    podSelector?: string;
+    /**
+     * On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+     */
+    skipWaitForDeleteTimeout?: string;
+    /**
+     * How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+     */
+    timeout?: string;
+}
+
+export interface GetDrainPreviewRisk {
+    /**
+     * The drain would wait on it: the apply waits, and fails at the drain's or the apply's timeout.
+     */
+    blocker: boolean;
+    /**
+     * `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
+     */
+    kind: string;
+    /**
+     * What would happen and what to do.
+     */
+    message: string;
+    /**
+     * The pods of the node it concerns.
+     */
+    pods: string[];
+    /**
+     * The object at fault, e.g. `PodDisruptionBudget shop/db` or `Deployment shop/cart`.
+     */
+    subject: string;
+}
+
+export interface GetDrainPreviewSkip {
+    /**
+     * The pod, as `namespace/name`.
+     */
+    pod: string;
+    /**
+     * Why it is there.
+     */
+    reason: string;
+}
+
+export interface GetDrainPreviewWaitFor {
+    /**
+     * The pod, as `namespace/name`.
+     */
+    pod: string;
+    /**
+     * Why it is there.
+     */
+    reason: string;
+}
+
 export interface GetNodeMaintenanceCondition {
     lastTransitionTime: string;
     message: string;
@@ -56,6 +132,14 @@ export interface NodeMaintenanceCondition {
 }
 
 export interface NodeMaintenanceDrain {
+    /**
+     * Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+     */
+    allowControlPlaneNode?: boolean;
+    /**
+     * Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+     */
+    allowLastSchedulableNode?: boolean;
     /**
      * Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
      */

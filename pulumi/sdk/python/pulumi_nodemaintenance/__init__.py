@@ -6,6 +6,7 @@ import builtins as _builtins
 from . import _utilities
 import typing
 # Export this package's modules as members:
+from .get_drain_preview import *
 from .get_node_maintenance import *
 from .get_node_maintenance_list import *
 from .node_maintenance import *

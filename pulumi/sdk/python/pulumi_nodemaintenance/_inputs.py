@@ -27,6 +27,8 @@ __all__ = [
     'OperatorTimeoutsArgsDict',
     'ProviderExecArgs',
     'ProviderExecArgsDict',
+    'GetDrainPreviewDrainArgs',
+    'GetDrainPreviewDrainArgsDict',
 ]
 
 class NodeMaintenanceConditionArgsDict(TypedDict):
@@ -97,6 +99,14 @@ class NodeMaintenanceConditionArgs:
 
 
 class NodeMaintenanceDrainArgsDict(TypedDict):
+    allow_control_plane_node: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+    """
+    allow_last_schedulable_node: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+    """
     grace_period_seconds: NotRequired[pulumi.Input[Optional[_builtins.int]]]
     """
     Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
@@ -121,18 +131,26 @@ class NodeMaintenanceDrainArgsDict(TypedDict):
 @pulumi.input_type
 class NodeMaintenanceDrainArgs:
     def __init__(__self__, *,
+                 allow_control_plane_node: pulumi.Input[Optional[_builtins.bool]] = None,
+                 allow_last_schedulable_node: pulumi.Input[Optional[_builtins.bool]] = None,
                  grace_period_seconds: pulumi.Input[Optional[_builtins.int]] = None,
                  on_timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  pod_selector: pulumi.Input[Optional[_builtins.str]] = None,
                  skip_wait_for_delete_timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  timeout: pulumi.Input[Optional[_builtins.str]] = None):
         """
+        :param pulumi.Input[_builtins.bool] allow_control_plane_node: Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+        :param pulumi.Input[_builtins.bool] allow_last_schedulable_node: Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
         :param pulumi.Input[_builtins.int] grace_period_seconds: Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
         :param pulumi.Input[_builtins.str] on_timeout: What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
         :param pulumi.Input[_builtins.str] pod_selector: Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
         :param pulumi.Input[_builtins.str] skip_wait_for_delete_timeout: On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
         :param pulumi.Input[_builtins.str] timeout: How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
         """
+        if allow_control_plane_node is not None:
+            pulumi.set(__self__, "allow_control_plane_node", allow_control_plane_node)
+        if allow_last_schedulable_node is not None:
+            pulumi.set(__self__, "allow_last_schedulable_node", allow_last_schedulable_node)
         if grace_period_seconds is not None:
             pulumi.set(__self__, "grace_period_seconds", grace_period_seconds)
         if on_timeout is not None:
@@ -143,6 +161,30 @@ class NodeMaintenanceDrainArgs:
             pulumi.set(__self__, "skip_wait_for_delete_timeout", skip_wait_for_delete_timeout)
         if timeout is not None:
             pulumi.set(__self__, "timeout", timeout)
+
+    @_builtins.property
+    @pulumi.getter(name="allowControlPlaneNode")
+    def allow_control_plane_node(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+        """
+        return pulumi.get(self, "allow_control_plane_node")
+
+    @allow_control_plane_node.setter
+    def allow_control_plane_node(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "allow_control_plane_node", value)
+
+    @_builtins.property
+    @pulumi.getter(name="allowLastSchedulableNode")
+    def allow_last_schedulable_node(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+        """
+        return pulumi.get(self, "allow_last_schedulable_node")
+
+    @allow_last_schedulable_node.setter
+    def allow_last_schedulable_node(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "allow_last_schedulable_node", value)
 
     @_builtins.property
     @pulumi.getter(name="gracePeriodSeconds")
@@ -439,5 +481,154 @@ class ProviderExecArgs:
     @env.setter
     def env(self, value: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]]):
         pulumi.set(self, "env", value)
+
+
+class GetDrainPreviewDrainArgsDict(TypedDict):
+    allow_control_plane_node: NotRequired[_builtins.bool]
+    """
+    Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+    """
+    allow_last_schedulable_node: NotRequired[_builtins.bool]
+    """
+    Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+    """
+    grace_period_seconds: NotRequired[_builtins.int]
+    """
+    Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+    """
+    on_timeout: NotRequired[_builtins.str]
+    """
+    What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+    """
+    pod_selector: NotRequired[_builtins.str]
+    """
+    Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+    """
+    skip_wait_for_delete_timeout: NotRequired[_builtins.str]
+    """
+    On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+    """
+    timeout: NotRequired[_builtins.str]
+    """
+    How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+    """
+
+@pulumi.input_type
+class GetDrainPreviewDrainArgs:
+    def __init__(__self__, *,
+                 allow_control_plane_node: Optional[_builtins.bool] = None,
+                 allow_last_schedulable_node: Optional[_builtins.bool] = None,
+                 grace_period_seconds: Optional[_builtins.int] = None,
+                 on_timeout: Optional[_builtins.str] = None,
+                 pod_selector: Optional[_builtins.str] = None,
+                 skip_wait_for_delete_timeout: Optional[_builtins.str] = None,
+                 timeout: Optional[_builtins.str] = None):
+        """
+        :param _builtins.bool allow_control_plane_node: Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+        :param _builtins.bool allow_last_schedulable_node: Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+        :param _builtins.int grace_period_seconds: Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+        :param _builtins.str on_timeout: What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+        :param _builtins.str pod_selector: Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+        :param _builtins.str skip_wait_for_delete_timeout: On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+        :param _builtins.str timeout: How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+        """
+        if allow_control_plane_node is not None:
+            pulumi.set(__self__, "allow_control_plane_node", allow_control_plane_node)
+        if allow_last_schedulable_node is not None:
+            pulumi.set(__self__, "allow_last_schedulable_node", allow_last_schedulable_node)
+        if grace_period_seconds is not None:
+            pulumi.set(__self__, "grace_period_seconds", grace_period_seconds)
+        if on_timeout is not None:
+            pulumi.set(__self__, "on_timeout", on_timeout)
+        if pod_selector is not None:
+            pulumi.set(__self__, "pod_selector", pod_selector)
+        if skip_wait_for_delete_timeout is not None:
+            pulumi.set(__self__, "skip_wait_for_delete_timeout", skip_wait_for_delete_timeout)
+        if timeout is not None:
+            pulumi.set(__self__, "timeout", timeout)
+
+    @_builtins.property
+    @pulumi.getter(name="allowControlPlaneNode")
+    def allow_control_plane_node(self) -> Optional[_builtins.bool]:
+        """
+        Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+        """
+        return pulumi.get(self, "allow_control_plane_node")
+
+    @allow_control_plane_node.setter
+    def allow_control_plane_node(self, value: Optional[_builtins.bool]):
+        pulumi.set(self, "allow_control_plane_node", value)
+
+    @_builtins.property
+    @pulumi.getter(name="allowLastSchedulableNode")
+    def allow_last_schedulable_node(self) -> Optional[_builtins.bool]:
+        """
+        Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+        """
+        return pulumi.get(self, "allow_last_schedulable_node")
+
+    @allow_last_schedulable_node.setter
+    def allow_last_schedulable_node(self, value: Optional[_builtins.bool]):
+        pulumi.set(self, "allow_last_schedulable_node", value)
+
+    @_builtins.property
+    @pulumi.getter(name="gracePeriodSeconds")
+    def grace_period_seconds(self) -> Optional[_builtins.int]:
+        """
+        Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+        """
+        return pulumi.get(self, "grace_period_seconds")
+
+    @grace_period_seconds.setter
+    def grace_period_seconds(self, value: Optional[_builtins.int]):
+        pulumi.set(self, "grace_period_seconds", value)
+
+    @_builtins.property
+    @pulumi.getter(name="onTimeout")
+    def on_timeout(self) -> Optional[_builtins.str]:
+        """
+        What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+        """
+        return pulumi.get(self, "on_timeout")
+
+    @on_timeout.setter
+    def on_timeout(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "on_timeout", value)
+
+    @_builtins.property
+    @pulumi.getter(name="podSelector")
+    def pod_selector(self) -> Optional[_builtins.str]:
+        """
+        Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+        """
+        return pulumi.get(self, "pod_selector")
+
+    @pod_selector.setter
+    def pod_selector(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "pod_selector", value)
+
+    @_builtins.property
+    @pulumi.getter(name="skipWaitForDeleteTimeout")
+    def skip_wait_for_delete_timeout(self) -> Optional[_builtins.str]:
+        """
+        On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+        """
+        return pulumi.get(self, "skip_wait_for_delete_timeout")
+
+    @skip_wait_for_delete_timeout.setter
+    def skip_wait_for_delete_timeout(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "skip_wait_for_delete_timeout", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def timeout(self) -> Optional[_builtins.str]:
+        """
+        How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+        """
+        return pulumi.get(self, "timeout")
+
+    @timeout.setter
+    def timeout(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "timeout", value)
 
 

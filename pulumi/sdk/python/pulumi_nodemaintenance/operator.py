@@ -26,6 +26,7 @@ class OperatorArgs:
                  extra_args: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  image: pulumi.Input[Optional[_builtins.str]] = None,
                  max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
+                 max_unavailable_policy: pulumi.Input[Optional[_builtins.str]] = None,
                  memory_limit: pulumi.Input[Optional[_builtins.str]] = None,
                  memory_request: pulumi.Input[Optional[_builtins.str]] = None,
                  namespace: pulumi.Input[Optional[_builtins.str]] = None,
@@ -41,6 +42,7 @@ class OperatorArgs:
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] extra_args: More operator flags, for example `["--lease-duration=30m"]`.
         :param pulumi.Input[_builtins.str] image: Operator image (`make image` builds the default, `ghcr.io/nodemaintenance/node-maintenance-operator:v0.1.0`).
         :param pulumi.Input[_builtins.str] max_unavailable: Most nodes in maintenance at once, as a count (<span pulumi-lang-nodejs="`2`" pulumi-lang-dotnet="`2`" pulumi-lang-go="`2`" pulumi-lang-python="`2`" pulumi-lang-yaml="`2`" pulumi-lang-java="`2`">`2`</span>) or a percentage of all nodes (`20%`), not negative. Unset: no limit.
+        :param pulumi.Input[_builtins.str] max_unavailable_policy: What happens to a <span pulumi-lang-nodejs="`nodemaintenance.NodeMaintenance`" pulumi-lang-dotnet="`nodemaintenance.NodeMaintenance`" pulumi-lang-go="`NodeMaintenance`" pulumi-lang-python="`NodeMaintenance`" pulumi-lang-yaml="`nodemaintenance.NodeMaintenance`" pulumi-lang-java="`nodemaintenance.NodeMaintenance`">`nodemaintenance.NodeMaintenance`</span> created while <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> nodes are in maintenance already (`--max-unavailable-policy`). `Queue` (the default): it is admitted and waits, its node not cordoned, until a slot frees; maintenances start first come first served, in the order they were created, and the apply waits meanwhile (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout counts the time in the queue). `Refuse`: the webhook refuses the create and the apply fails at once, naming the nodes in maintenance. Without <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> it changes nothing.
         :param pulumi.Input[_builtins.str] memory_limit: Memory limit of the operator container, a Kubernetes quantity (`256Mi`).
         :param pulumi.Input[_builtins.str] memory_request: Memory request of the operator container, a Kubernetes quantity (`64Mi`).
         :param pulumi.Input[_builtins.str] namespace: Namespace of the operator (a DNS-1123 label). Changing it replaces the installation.
@@ -58,6 +60,8 @@ class OperatorArgs:
             pulumi.set(__self__, "image", image)
         if max_unavailable is not None:
             pulumi.set(__self__, "max_unavailable", max_unavailable)
+        if max_unavailable_policy is not None:
+            pulumi.set(__self__, "max_unavailable_policy", max_unavailable_policy)
         if memory_limit is not None:
             pulumi.set(__self__, "memory_limit", memory_limit)
         if memory_request is not None:
@@ -132,6 +136,18 @@ class OperatorArgs:
     @max_unavailable.setter
     def max_unavailable(self, value: pulumi.Input[Optional[_builtins.str]]):
         pulumi.set(self, "max_unavailable", value)
+
+    @_builtins.property
+    @pulumi.getter(name="maxUnavailablePolicy")
+    def max_unavailable_policy(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        What happens to a <span pulumi-lang-nodejs="`nodemaintenance.NodeMaintenance`" pulumi-lang-dotnet="`nodemaintenance.NodeMaintenance`" pulumi-lang-go="`NodeMaintenance`" pulumi-lang-python="`NodeMaintenance`" pulumi-lang-yaml="`nodemaintenance.NodeMaintenance`" pulumi-lang-java="`nodemaintenance.NodeMaintenance`">`nodemaintenance.NodeMaintenance`</span> created while <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> nodes are in maintenance already (`--max-unavailable-policy`). `Queue` (the default): it is admitted and waits, its node not cordoned, until a slot frees; maintenances start first come first served, in the order they were created, and the apply waits meanwhile (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout counts the time in the queue). `Refuse`: the webhook refuses the create and the apply fails at once, naming the nodes in maintenance. Without <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> it changes nothing.
+        """
+        return pulumi.get(self, "max_unavailable_policy")
+
+    @max_unavailable_policy.setter
+    def max_unavailable_policy(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "max_unavailable_policy", value)
 
     @_builtins.property
     @pulumi.getter(name="memoryLimit")
@@ -223,6 +239,7 @@ class _OperatorState:
                  extra_args: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  image: pulumi.Input[Optional[_builtins.str]] = None,
                  max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
+                 max_unavailable_policy: pulumi.Input[Optional[_builtins.str]] = None,
                  memory_limit: pulumi.Input[Optional[_builtins.str]] = None,
                  memory_request: pulumi.Input[Optional[_builtins.str]] = None,
                  namespace: pulumi.Input[Optional[_builtins.str]] = None,
@@ -239,6 +256,7 @@ class _OperatorState:
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] extra_args: More operator flags, for example `["--lease-duration=30m"]`.
         :param pulumi.Input[_builtins.str] image: Operator image (`make image` builds the default, `ghcr.io/nodemaintenance/node-maintenance-operator:v0.1.0`).
         :param pulumi.Input[_builtins.str] max_unavailable: Most nodes in maintenance at once, as a count (<span pulumi-lang-nodejs="`2`" pulumi-lang-dotnet="`2`" pulumi-lang-go="`2`" pulumi-lang-python="`2`" pulumi-lang-yaml="`2`" pulumi-lang-java="`2`">`2`</span>) or a percentage of all nodes (`20%`), not negative. Unset: no limit.
+        :param pulumi.Input[_builtins.str] max_unavailable_policy: What happens to a <span pulumi-lang-nodejs="`nodemaintenance.NodeMaintenance`" pulumi-lang-dotnet="`nodemaintenance.NodeMaintenance`" pulumi-lang-go="`NodeMaintenance`" pulumi-lang-python="`NodeMaintenance`" pulumi-lang-yaml="`nodemaintenance.NodeMaintenance`" pulumi-lang-java="`nodemaintenance.NodeMaintenance`">`nodemaintenance.NodeMaintenance`</span> created while <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> nodes are in maintenance already (`--max-unavailable-policy`). `Queue` (the default): it is admitted and waits, its node not cordoned, until a slot frees; maintenances start first come first served, in the order they were created, and the apply waits meanwhile (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout counts the time in the queue). `Refuse`: the webhook refuses the create and the apply fails at once, naming the nodes in maintenance. Without <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> it changes nothing.
         :param pulumi.Input[_builtins.str] memory_limit: Memory limit of the operator container, a Kubernetes quantity (`256Mi`).
         :param pulumi.Input[_builtins.str] memory_request: Memory request of the operator container, a Kubernetes quantity (`64Mi`).
         :param pulumi.Input[_builtins.str] namespace: Namespace of the operator (a DNS-1123 label). Changing it replaces the installation.
@@ -257,6 +275,8 @@ class _OperatorState:
             pulumi.set(__self__, "image", image)
         if max_unavailable is not None:
             pulumi.set(__self__, "max_unavailable", max_unavailable)
+        if max_unavailable_policy is not None:
+            pulumi.set(__self__, "max_unavailable_policy", max_unavailable_policy)
         if memory_limit is not None:
             pulumi.set(__self__, "memory_limit", memory_limit)
         if memory_request is not None:
@@ -333,6 +353,18 @@ class _OperatorState:
     @max_unavailable.setter
     def max_unavailable(self, value: pulumi.Input[Optional[_builtins.str]]):
         pulumi.set(self, "max_unavailable", value)
+
+    @_builtins.property
+    @pulumi.getter(name="maxUnavailablePolicy")
+    def max_unavailable_policy(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        What happens to a <span pulumi-lang-nodejs="`nodemaintenance.NodeMaintenance`" pulumi-lang-dotnet="`nodemaintenance.NodeMaintenance`" pulumi-lang-go="`NodeMaintenance`" pulumi-lang-python="`NodeMaintenance`" pulumi-lang-yaml="`nodemaintenance.NodeMaintenance`" pulumi-lang-java="`nodemaintenance.NodeMaintenance`">`nodemaintenance.NodeMaintenance`</span> created while <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> nodes are in maintenance already (`--max-unavailable-policy`). `Queue` (the default): it is admitted and waits, its node not cordoned, until a slot frees; maintenances start first come first served, in the order they were created, and the apply waits meanwhile (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout counts the time in the queue). `Refuse`: the webhook refuses the create and the apply fails at once, naming the nodes in maintenance. Without <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> it changes nothing.
+        """
+        return pulumi.get(self, "max_unavailable_policy")
+
+    @max_unavailable_policy.setter
+    def max_unavailable_policy(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "max_unavailable_policy", value)
 
     @_builtins.property
     @pulumi.getter(name="memoryLimit")
@@ -439,6 +471,7 @@ class Operator(pulumi.CustomResource):
                  extra_args: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  image: pulumi.Input[Optional[_builtins.str]] = None,
                  max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
+                 max_unavailable_policy: pulumi.Input[Optional[_builtins.str]] = None,
                  memory_limit: pulumi.Input[Optional[_builtins.str]] = None,
                  memory_request: pulumi.Input[Optional[_builtins.str]] = None,
                  namespace: pulumi.Input[Optional[_builtins.str]] = None,
@@ -457,6 +490,7 @@ class Operator(pulumi.CustomResource):
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] extra_args: More operator flags, for example `["--lease-duration=30m"]`.
         :param pulumi.Input[_builtins.str] image: Operator image (`make image` builds the default, `ghcr.io/nodemaintenance/node-maintenance-operator:v0.1.0`).
         :param pulumi.Input[_builtins.str] max_unavailable: Most nodes in maintenance at once, as a count (<span pulumi-lang-nodejs="`2`" pulumi-lang-dotnet="`2`" pulumi-lang-go="`2`" pulumi-lang-python="`2`" pulumi-lang-yaml="`2`" pulumi-lang-java="`2`">`2`</span>) or a percentage of all nodes (`20%`), not negative. Unset: no limit.
+        :param pulumi.Input[_builtins.str] max_unavailable_policy: What happens to a <span pulumi-lang-nodejs="`nodemaintenance.NodeMaintenance`" pulumi-lang-dotnet="`nodemaintenance.NodeMaintenance`" pulumi-lang-go="`NodeMaintenance`" pulumi-lang-python="`NodeMaintenance`" pulumi-lang-yaml="`nodemaintenance.NodeMaintenance`" pulumi-lang-java="`nodemaintenance.NodeMaintenance`">`nodemaintenance.NodeMaintenance`</span> created while <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> nodes are in maintenance already (`--max-unavailable-policy`). `Queue` (the default): it is admitted and waits, its node not cordoned, until a slot frees; maintenances start first come first served, in the order they were created, and the apply waits meanwhile (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout counts the time in the queue). `Refuse`: the webhook refuses the create and the apply fails at once, naming the nodes in maintenance. Without <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> it changes nothing.
         :param pulumi.Input[_builtins.str] memory_limit: Memory limit of the operator container, a Kubernetes quantity (`256Mi`).
         :param pulumi.Input[_builtins.str] memory_request: Memory request of the operator container, a Kubernetes quantity (`64Mi`).
         :param pulumi.Input[_builtins.str] namespace: Namespace of the operator (a DNS-1123 label). Changing it replaces the installation.
@@ -493,6 +527,7 @@ class Operator(pulumi.CustomResource):
                  extra_args: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  image: pulumi.Input[Optional[_builtins.str]] = None,
                  max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
+                 max_unavailable_policy: pulumi.Input[Optional[_builtins.str]] = None,
                  memory_limit: pulumi.Input[Optional[_builtins.str]] = None,
                  memory_request: pulumi.Input[Optional[_builtins.str]] = None,
                  namespace: pulumi.Input[Optional[_builtins.str]] = None,
@@ -514,6 +549,7 @@ class Operator(pulumi.CustomResource):
             __props__.__dict__["extra_args"] = extra_args
             __props__.__dict__["image"] = image
             __props__.__dict__["max_unavailable"] = max_unavailable
+            __props__.__dict__["max_unavailable_policy"] = max_unavailable_policy
             __props__.__dict__["memory_limit"] = memory_limit
             __props__.__dict__["memory_request"] = memory_request
             __props__.__dict__["namespace"] = namespace
@@ -537,6 +573,7 @@ class Operator(pulumi.CustomResource):
             extra_args: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
             image: pulumi.Input[Optional[_builtins.str]] = None,
             max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
+            max_unavailable_policy: pulumi.Input[Optional[_builtins.str]] = None,
             memory_limit: pulumi.Input[Optional[_builtins.str]] = None,
             memory_request: pulumi.Input[Optional[_builtins.str]] = None,
             namespace: pulumi.Input[Optional[_builtins.str]] = None,
@@ -557,6 +594,7 @@ class Operator(pulumi.CustomResource):
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] extra_args: More operator flags, for example `["--lease-duration=30m"]`.
         :param pulumi.Input[_builtins.str] image: Operator image (`make image` builds the default, `ghcr.io/nodemaintenance/node-maintenance-operator:v0.1.0`).
         :param pulumi.Input[_builtins.str] max_unavailable: Most nodes in maintenance at once, as a count (<span pulumi-lang-nodejs="`2`" pulumi-lang-dotnet="`2`" pulumi-lang-go="`2`" pulumi-lang-python="`2`" pulumi-lang-yaml="`2`" pulumi-lang-java="`2`">`2`</span>) or a percentage of all nodes (`20%`), not negative. Unset: no limit.
+        :param pulumi.Input[_builtins.str] max_unavailable_policy: What happens to a <span pulumi-lang-nodejs="`nodemaintenance.NodeMaintenance`" pulumi-lang-dotnet="`nodemaintenance.NodeMaintenance`" pulumi-lang-go="`NodeMaintenance`" pulumi-lang-python="`NodeMaintenance`" pulumi-lang-yaml="`nodemaintenance.NodeMaintenance`" pulumi-lang-java="`nodemaintenance.NodeMaintenance`">`nodemaintenance.NodeMaintenance`</span> created while <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> nodes are in maintenance already (`--max-unavailable-policy`). `Queue` (the default): it is admitted and waits, its node not cordoned, until a slot frees; maintenances start first come first served, in the order they were created, and the apply waits meanwhile (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout counts the time in the queue). `Refuse`: the webhook refuses the create and the apply fails at once, naming the nodes in maintenance. Without <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> it changes nothing.
         :param pulumi.Input[_builtins.str] memory_limit: Memory limit of the operator container, a Kubernetes quantity (`256Mi`).
         :param pulumi.Input[_builtins.str] memory_request: Memory request of the operator container, a Kubernetes quantity (`64Mi`).
         :param pulumi.Input[_builtins.str] namespace: Namespace of the operator (a DNS-1123 label). Changing it replaces the installation.
@@ -574,6 +612,7 @@ class Operator(pulumi.CustomResource):
         __props__.__dict__["extra_args"] = extra_args
         __props__.__dict__["image"] = image
         __props__.__dict__["max_unavailable"] = max_unavailable
+        __props__.__dict__["max_unavailable_policy"] = max_unavailable_policy
         __props__.__dict__["memory_limit"] = memory_limit
         __props__.__dict__["memory_request"] = memory_request
         __props__.__dict__["namespace"] = namespace
@@ -592,6 +631,7 @@ class Operator(pulumi.CustomResource):
             extra_args: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
             image: pulumi.Input[Optional[_builtins.str]] = None,
             max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
+            max_unavailable_policy: pulumi.Input[Optional[_builtins.str]] = None,
             memory_limit: pulumi.Input[Optional[_builtins.str]] = None,
             memory_request: pulumi.Input[Optional[_builtins.str]] = None,
             namespace: pulumi.Input[Optional[_builtins.str]] = None,
@@ -606,6 +646,7 @@ class Operator(pulumi.CustomResource):
         __props__["extraArgs"] = extra_args
         __props__["image"] = image
         __props__["maxUnavailable"] = max_unavailable
+        __props__["maxUnavailablePolicy"] = max_unavailable_policy
         __props__["memoryLimit"] = memory_limit
         __props__["memoryRequest"] = memory_request
         __props__["namespace"] = namespace
@@ -655,6 +696,14 @@ class Operator(pulumi.CustomResource):
         Most nodes in maintenance at once, as a count (<span pulumi-lang-nodejs="`2`" pulumi-lang-dotnet="`2`" pulumi-lang-go="`2`" pulumi-lang-python="`2`" pulumi-lang-yaml="`2`" pulumi-lang-java="`2`">`2`</span>) or a percentage of all nodes (`20%`), not negative. Unset: no limit.
         """
         return pulumi.get(self, "max_unavailable")
+
+    @_builtins.property
+    @pulumi.getter(name="maxUnavailablePolicy")
+    def max_unavailable_policy(self) -> pulumi.Output[_builtins.str]:
+        """
+        What happens to a <span pulumi-lang-nodejs="`nodemaintenance.NodeMaintenance`" pulumi-lang-dotnet="`nodemaintenance.NodeMaintenance`" pulumi-lang-go="`NodeMaintenance`" pulumi-lang-python="`NodeMaintenance`" pulumi-lang-yaml="`nodemaintenance.NodeMaintenance`" pulumi-lang-java="`nodemaintenance.NodeMaintenance`">`nodemaintenance.NodeMaintenance`</span> created while <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> nodes are in maintenance already (`--max-unavailable-policy`). `Queue` (the default): it is admitted and waits, its node not cordoned, until a slot frees; maintenances start first come first served, in the order they were created, and the apply waits meanwhile (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout counts the time in the queue). `Refuse`: the webhook refuses the create and the apply fails at once, naming the nodes in maintenance. Without <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> it changes nothing.
+        """
+        return pulumi.get(self, "max_unavailable_policy")
 
     @_builtins.property
     @pulumi.getter(name="memoryLimit")

@@ -21,6 +21,10 @@ __all__ = [
     'NodeMaintenancePendingPodsRef',
     'NodeMaintenanceTimeouts',
     'OperatorTimeouts',
+    'GetDrainPreviewDrainResult',
+    'GetDrainPreviewRiskResult',
+    'GetDrainPreviewSkipResult',
+    'GetDrainPreviewWaitForResult',
     'GetNodeMaintenanceConditionResult',
     'GetNodeMaintenanceListItemResult',
     'GetNodeMaintenanceListItemConditionResult',
@@ -90,7 +94,11 @@ class NodeMaintenanceDrain(dict):
     @staticmethod
     def __key_warning(key: str):
         suggest = None
-        if key == "gracePeriodSeconds":
+        if key == "allowControlPlaneNode":
+            suggest = "allow_control_plane_node"
+        elif key == "allowLastSchedulableNode":
+            suggest = "allow_last_schedulable_node"
+        elif key == "gracePeriodSeconds":
             suggest = "grace_period_seconds"
         elif key == "onTimeout":
             suggest = "on_timeout"
@@ -111,18 +119,26 @@ class NodeMaintenanceDrain(dict):
         return super().get(key, default)
 
     def __init__(__self__, *,
+                 allow_control_plane_node: Optional[_builtins.bool] = None,
+                 allow_last_schedulable_node: Optional[_builtins.bool] = None,
                  grace_period_seconds: Optional[_builtins.int] = None,
                  on_timeout: Optional[_builtins.str] = None,
                  pod_selector: Optional[_builtins.str] = None,
                  skip_wait_for_delete_timeout: Optional[_builtins.str] = None,
                  timeout: Optional[_builtins.str] = None):
         """
+        :param _builtins.bool allow_control_plane_node: Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+        :param _builtins.bool allow_last_schedulable_node: Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
         :param _builtins.int grace_period_seconds: Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
         :param _builtins.str on_timeout: What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
         :param _builtins.str pod_selector: Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
         :param _builtins.str skip_wait_for_delete_timeout: On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
         :param _builtins.str timeout: How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
         """
+        if allow_control_plane_node is not None:
+            pulumi.set(__self__, "allow_control_plane_node", allow_control_plane_node)
+        if allow_last_schedulable_node is not None:
+            pulumi.set(__self__, "allow_last_schedulable_node", allow_last_schedulable_node)
         if grace_period_seconds is not None:
             pulumi.set(__self__, "grace_period_seconds", grace_period_seconds)
         if on_timeout is not None:
@@ -133,6 +149,22 @@ class NodeMaintenanceDrain(dict):
             pulumi.set(__self__, "skip_wait_for_delete_timeout", skip_wait_for_delete_timeout)
         if timeout is not None:
             pulumi.set(__self__, "timeout", timeout)
+
+    @_builtins.property
+    @pulumi.getter(name="allowControlPlaneNode")
+    def allow_control_plane_node(self) -> Optional[_builtins.bool]:
+        """
+        Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+        """
+        return pulumi.get(self, "allow_control_plane_node")
+
+    @_builtins.property
+    @pulumi.getter(name="allowLastSchedulableNode")
+    def allow_last_schedulable_node(self) -> Optional[_builtins.bool]:
+        """
+        Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+        """
+        return pulumi.get(self, "allow_last_schedulable_node")
 
     @_builtins.property
     @pulumi.getter(name="gracePeriodSeconds")
@@ -266,6 +298,217 @@ class OperatorTimeouts(dict):
         A string that can be [parsed as a duration](https://pkg.go.dev/time#ParseDuration) consisting of numbers and unit suffixes, such as "30s" or "2h45m". Valid time units are "s" (seconds), "m" (minutes), "h" (hours).
         """
         return pulumi.get(self, "update")
+
+
+@pulumi.output_type
+class GetDrainPreviewDrainResult(dict):
+    def __init__(__self__, *,
+                 allow_control_plane_node: Optional[_builtins.bool] = None,
+                 allow_last_schedulable_node: Optional[_builtins.bool] = None,
+                 grace_period_seconds: Optional[_builtins.int] = None,
+                 on_timeout: Optional[_builtins.str] = None,
+                 pod_selector: Optional[_builtins.str] = None,
+                 skip_wait_for_delete_timeout: Optional[_builtins.str] = None,
+                 timeout: Optional[_builtins.str] = None):
+        """
+        :param _builtins.bool allow_control_plane_node: Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+        :param _builtins.bool allow_last_schedulable_node: Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+        :param _builtins.int grace_period_seconds: Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+        :param _builtins.str on_timeout: What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+        :param _builtins.str pod_selector: Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+        :param _builtins.str skip_wait_for_delete_timeout: On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+        :param _builtins.str timeout: How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+        """
+        if allow_control_plane_node is not None:
+            pulumi.set(__self__, "allow_control_plane_node", allow_control_plane_node)
+        if allow_last_schedulable_node is not None:
+            pulumi.set(__self__, "allow_last_schedulable_node", allow_last_schedulable_node)
+        if grace_period_seconds is not None:
+            pulumi.set(__self__, "grace_period_seconds", grace_period_seconds)
+        if on_timeout is not None:
+            pulumi.set(__self__, "on_timeout", on_timeout)
+        if pod_selector is not None:
+            pulumi.set(__self__, "pod_selector", pod_selector)
+        if skip_wait_for_delete_timeout is not None:
+            pulumi.set(__self__, "skip_wait_for_delete_timeout", skip_wait_for_delete_timeout)
+        if timeout is not None:
+            pulumi.set(__self__, "timeout", timeout)
+
+    @_builtins.property
+    @pulumi.getter(name="allowControlPlaneNode")
+    def allow_control_plane_node(self) -> Optional[_builtins.bool]:
+        """
+        Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+        """
+        return pulumi.get(self, "allow_control_plane_node")
+
+    @_builtins.property
+    @pulumi.getter(name="allowLastSchedulableNode")
+    def allow_last_schedulable_node(self) -> Optional[_builtins.bool]:
+        """
+        Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+        """
+        return pulumi.get(self, "allow_last_schedulable_node")
+
+    @_builtins.property
+    @pulumi.getter(name="gracePeriodSeconds")
+    def grace_period_seconds(self) -> Optional[_builtins.int]:
+        """
+        Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+        """
+        return pulumi.get(self, "grace_period_seconds")
+
+    @_builtins.property
+    @pulumi.getter(name="onTimeout")
+    def on_timeout(self) -> Optional[_builtins.str]:
+        """
+        What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+        """
+        return pulumi.get(self, "on_timeout")
+
+    @_builtins.property
+    @pulumi.getter(name="podSelector")
+    def pod_selector(self) -> Optional[_builtins.str]:
+        """
+        Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+        """
+        return pulumi.get(self, "pod_selector")
+
+    @_builtins.property
+    @pulumi.getter(name="skipWaitForDeleteTimeout")
+    def skip_wait_for_delete_timeout(self) -> Optional[_builtins.str]:
+        """
+        On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+        """
+        return pulumi.get(self, "skip_wait_for_delete_timeout")
+
+    @_builtins.property
+    @pulumi.getter
+    def timeout(self) -> Optional[_builtins.str]:
+        """
+        How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+        """
+        return pulumi.get(self, "timeout")
+
+
+@pulumi.output_type
+class GetDrainPreviewRiskResult(dict):
+    def __init__(__self__, *,
+                 blocker: _builtins.bool,
+                 kind: _builtins.str,
+                 message: _builtins.str,
+                 pods: Sequence[_builtins.str],
+                 subject: _builtins.str):
+        """
+        :param _builtins.bool blocker: The drain would wait on it: the apply waits, and fails at the drain's or the apply's timeout.
+        :param _builtins.str kind: `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
+        :param _builtins.str message: What would happen and what to do.
+        :param Sequence[_builtins.str] pods: The pods of the node it concerns.
+        :param _builtins.str subject: The object at fault, e.g. `PodDisruptionBudget shop/db` or `Deployment shop/cart`.
+        """
+        pulumi.set(__self__, "blocker", blocker)
+        pulumi.set(__self__, "kind", kind)
+        pulumi.set(__self__, "message", message)
+        pulumi.set(__self__, "pods", pods)
+        pulumi.set(__self__, "subject", subject)
+
+    @_builtins.property
+    @pulumi.getter
+    def blocker(self) -> _builtins.bool:
+        """
+        The drain would wait on it: the apply waits, and fails at the drain's or the apply's timeout.
+        """
+        return pulumi.get(self, "blocker")
+
+    @_builtins.property
+    @pulumi.getter
+    def kind(self) -> _builtins.str:
+        """
+        `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
+        """
+        return pulumi.get(self, "kind")
+
+    @_builtins.property
+    @pulumi.getter
+    def message(self) -> _builtins.str:
+        """
+        What would happen and what to do.
+        """
+        return pulumi.get(self, "message")
+
+    @_builtins.property
+    @pulumi.getter
+    def pods(self) -> Sequence[_builtins.str]:
+        """
+        The pods of the node it concerns.
+        """
+        return pulumi.get(self, "pods")
+
+    @_builtins.property
+    @pulumi.getter
+    def subject(self) -> _builtins.str:
+        """
+        The object at fault, e.g. `PodDisruptionBudget shop/db` or `Deployment shop/cart`.
+        """
+        return pulumi.get(self, "subject")
+
+
+@pulumi.output_type
+class GetDrainPreviewSkipResult(dict):
+    def __init__(__self__, *,
+                 pod: _builtins.str,
+                 reason: _builtins.str):
+        """
+        :param _builtins.str pod: The pod, as `namespace/name`.
+        :param _builtins.str reason: Why it is there.
+        """
+        pulumi.set(__self__, "pod", pod)
+        pulumi.set(__self__, "reason", reason)
+
+    @_builtins.property
+    @pulumi.getter
+    def pod(self) -> _builtins.str:
+        """
+        The pod, as `namespace/name`.
+        """
+        return pulumi.get(self, "pod")
+
+    @_builtins.property
+    @pulumi.getter
+    def reason(self) -> _builtins.str:
+        """
+        Why it is there.
+        """
+        return pulumi.get(self, "reason")
+
+
+@pulumi.output_type
+class GetDrainPreviewWaitForResult(dict):
+    def __init__(__self__, *,
+                 pod: _builtins.str,
+                 reason: _builtins.str):
+        """
+        :param _builtins.str pod: The pod, as `namespace/name`.
+        :param _builtins.str reason: Why it is there.
+        """
+        pulumi.set(__self__, "pod", pod)
+        pulumi.set(__self__, "reason", reason)
+
+    @_builtins.property
+    @pulumi.getter
+    def pod(self) -> _builtins.str:
+        """
+        The pod, as `namespace/name`.
+        """
+        return pulumi.get(self, "pod")
+
+    @_builtins.property
+    @pulumi.getter
+    def reason(self) -> _builtins.str:
+        """
+        Why it is there.
+        """
+        return pulumi.get(self, "reason")
 
 
 @pulumi.output_type

@@ -273,3 +273,21 @@ func TestPreviewSummary(t *testing.T) {
 		t.Errorf("Summary() =\n%s\nwant\n%s", got, want)
 	}
 }
+
+// A reader that bounded its lists says so: no capacity estimate, no
+// capacity risk, and the summary says why.
+func TestPreviewWithoutCapacity(t *testing.T) {
+	big := pod("big", controlled("ReplicaSet", "big-rs"), requests("64", "1Gi"))
+	in := PreviewInput{Pods: []corev1.Pod{big}, Nodes: []corev1.Node{previewNode("n1", "4", "4Gi", "110")}}
+	if p := mustPreview(t, in); len(p.Unplaced) != 1 {
+		t.Fatalf("with the nodes listed, Unplaced = %v, want the big pod", p.Unplaced)
+	}
+	in.NoCapacity = "the cluster runs more than 1000 pods"
+	p := mustPreview(t, in)
+	if len(p.Unplaced) != 0 || slices.ContainsFunc(p.Risks, func(r Risk) bool { return r.Kind == RiskNoRoom }) {
+		t.Errorf("without the estimate: Unplaced %v, risks %q", p.Unplaced, kinds(p))
+	}
+	if want := "; room on the other nodes not estimated: the cluster runs more than 1000 pods"; !strings.HasSuffix(p.Summary(), want) {
+		t.Errorf("Summary() = %q, want it to end with %q", p.Summary(), want)
+	}
+}

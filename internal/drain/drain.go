@@ -2,6 +2,9 @@
 // evicts them through the Eviction API. It knows nothing about the reconciler:
 // Plan classifies the pods it is given (from a cache), Evict makes one bounded
 // round of eviction calls, and both return values the caller turns into status.
+// The operator drains with it and the provider previews with it (Preview,
+// package live), so it belongs to neither: it imports no controller-runtime
+// and nothing of internal/operator or internal/provider.
 //
 // The rules follow `kubectl drain --ignore-daemonsets --delete-emptydir-data
 // --force`, with kubectl's own PodFilter and PodDeleteStatus types:

@@ -1,6 +1,7 @@
 // Package nodestate records what a maintenance changes on a Node and computes
 // how to put it back exactly as it was. It is pure logic: callers read and
-// patch the Node.
+// patch the Node. The operator and the drain preview (package drain) share
+// its taints.
 package nodestate
 
 import (

@@ -19,20 +19,31 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 )
 
 // ErrNodeNotFound wraps the error of a preview for a node that does not exist.
 var ErrNodeNotFound = errors.New("node not found")
 
-// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=list
+// Bounds limit what a preview lists beyond the node's own pods, for callers
+// on a hot path (the admission webhook): a cluster with more nodes or
+// running pods than that gets no capacity estimate, and its lists stop at
+// one page. Zero is no bound.
+type Bounds struct {
+	Nodes, Pods int64
+}
 
 // Preview reads the node, the pods of the cluster, the nodes, the
 // PodDisruptionBudgets and the ReplicaSets of the node's pods, and returns
 // what a drain of the node under policy would do now. Bound it with ctx: it
 // lists every pod of the cluster that is not finished.
 func Preview(ctx context.Context, r client.Reader, nodeName string, policy *nmv1beta1.DrainPolicy, now time.Time) (drain.Preview, error) {
-	in, err := Read(ctx, r, nodeName)
+	return PreviewWithin(ctx, r, nodeName, policy, now, Bounds{})
+}
+
+// PreviewWithin is Preview with its cluster-wide lists bounded.
+func PreviewWithin(ctx context.Context, r client.Reader, nodeName string, policy *nmv1beta1.DrainPolicy, now time.Time, b Bounds) (drain.Preview, error) {
+	in, err := Read(ctx, r, nodeName, b)
 	if err != nil {
 		return drain.Preview{}, err
 	}
@@ -44,7 +55,7 @@ var notFinished = fields.AndSelectors(fields.OneTermNotEqualSelector("status.pha
 	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)))
 
 // Read reads the preview's inputs for a node (without Policy and Now).
-func Read(ctx context.Context, r client.Reader, nodeName string) (drain.PreviewInput, error) {
+func Read(ctx context.Context, r client.Reader, nodeName string, b Bounds) (drain.PreviewInput, error) {
 	var in drain.PreviewInput
 	node := &corev1.Node{}
 	if err := r.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
@@ -54,28 +65,13 @@ func Read(ctx context.Context, r client.Reader, nodeName string) (drain.PreviewI
 		return in, fmt.Errorf("read node %s: %w", nodeName, err)
 	}
 	in.Node = node
-	nodes := &corev1.NodeList{}
-	if err := r.List(ctx, nodes); err != nil {
-		return in, fmt.Errorf("list nodes: %w", err)
-	}
-	in.Nodes = nodes.Items
 	// The pods bound to the node, finished ones included (the drain evicts
-	// them), and the others that still run somewhere (finished pods hold no
-	// room); the same field selectors as kubectl drain and the scheduler.
+	// them); the same field selector as kubectl drain.
 	onNode := &corev1.PodList{}
 	if err := r.List(ctx, onNode, client.MatchingFields{"spec.nodeName": nodeName}); err != nil {
 		return in, fmt.Errorf("list the pods of node %s: %w", nodeName, err)
 	}
 	in.Pods = onNode.Items
-	running := &corev1.PodList{}
-	if err := r.List(ctx, running, client.MatchingFieldsSelector{Selector: notFinished}); err != nil {
-		return in, fmt.Errorf("list the pods of the other nodes: %w", err)
-	}
-	for i := range running.Items {
-		if n := running.Items[i].Spec.NodeName; n != "" && n != nodeName {
-			in.OtherPods = append(in.OtherPods, running.Items[i])
-		}
-	}
 	var namespaces []string
 	for i := range in.Pods {
 		if !slices.Contains(namespaces, in.Pods[i].Namespace) {
@@ -83,6 +79,40 @@ func Read(ctx context.Context, r client.Reader, nodeName string) (drain.PreviewI
 		}
 	}
 	slices.Sort(namespaces)
+
+	// The nodes and the pods that still run elsewhere (finished pods hold
+	// no room), for the capacity estimate: one bounded page each.
+	nodes := &corev1.NodeList{}
+	if err := r.List(ctx, nodes, client.Limit(b.Nodes)); err != nil {
+		return in, fmt.Errorf("list nodes: %w", err)
+	}
+	running := &corev1.PodList{}
+	if nodes.Continue != "" {
+		in.NoCapacity = fmt.Sprintf("the cluster has more than %d nodes", b.Nodes)
+	} else if err := r.List(ctx, running, client.MatchingFieldsSelector{Selector: notFinished}, client.Limit(b.Pods)); err != nil {
+		return in, fmt.Errorf("list the pods of the other nodes: %w", err)
+	} else if running.Continue != "" {
+		in.NoCapacity = fmt.Sprintf("the cluster runs more than %d pods", b.Pods)
+	}
+	if in.NoCapacity == "" {
+		in.Nodes = nodes.Items
+	} else {
+		// Whether a workload has ready replicas elsewhere needs only the
+		// pods of its own namespace.
+		running.Items = nil
+		for _, ns := range namespaces {
+			pods := &corev1.PodList{}
+			if err := r.List(ctx, pods, client.InNamespace(ns), client.MatchingFieldsSelector{Selector: notFinished}); err != nil {
+				return in, fmt.Errorf("list the pods of namespace %s: %w", ns, err)
+			}
+			running.Items = append(running.Items, pods.Items...)
+		}
+	}
+	for i := range running.Items {
+		if n := running.Items[i].Spec.NodeName; n != "" && n != nodeName {
+			in.OtherPods = append(in.OtherPods, running.Items[i])
+		}
+	}
 	for _, ns := range namespaces {
 		pdbs := &policyv1.PodDisruptionBudgetList{}
 		if err := r.List(ctx, pdbs, client.InNamespace(ns)); err != nil {

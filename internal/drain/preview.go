@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodestate"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 )
 
 // PreviewInput is what a drain preview reads from the cluster, at one moment.
@@ -41,7 +41,12 @@ type PreviewInput struct {
 	Nodes []corev1.Node
 	// OtherPods are the pods bound to other nodes: they hold the room of
 	// those nodes and tell whether a workload has ready replicas elsewhere.
+	// Without a capacity estimate (NoCapacity), those of the pods'
+	// namespaces are enough.
 	OtherPods []corev1.Pod
+	// NoCapacity, when set, says why the capacity is not estimated (a
+	// reader bounded what it lists); Nodes and OtherPods are then partial.
+	NoCapacity string
 	// ReplicaSets of the pods' namespaces name the Deployment of a
 	// ReplicaSet's pod; without them the ReplicaSet is the workload.
 	ReplicaSets []appsv1.ReplicaSet
@@ -115,6 +120,8 @@ type Preview struct {
 	// Unplaced are the evicted pods whose replacements fit on no other node
 	// by the first-fit estimate, sorted.
 	Unplaced []types.NamespacedName
+	// NoCapacity says why the capacity was not estimated; empty when it was.
+	NoCapacity string
 }
 
 // Wait reasons of Preview.WaitFor.
@@ -168,10 +175,12 @@ func NewPreview(in PreviewInput) (Preview, error) {
 	p.Risks = append(p.Risks, budgetRisks(running, in.Budgets)...)
 	p.Risks = append(p.Risks, outageRisks(in.Node.Name, running, in.OtherPods, in.ReplicaSets)...)
 	p.Risks = append(p.Risks, podRisks(running)...)
-	var noRoom *Risk
-	p.Unplaced, noRoom = firstFit(in.Node.Name, running, in.Nodes, in.OtherPods)
-	if noRoom != nil {
-		p.Risks = append(p.Risks, *noRoom)
+	if p.NoCapacity = in.NoCapacity; p.NoCapacity == "" {
+		var noRoom *Risk
+		p.Unplaced, noRoom = firstFit(in.Node.Name, running, in.Nodes, in.OtherPods)
+		if noRoom != nil {
+			p.Risks = append(p.Risks, *noRoom)
+		}
 	}
 	for i := range p.Risks {
 		p.Risks[i].Blocker = blocking[p.Risks[i].Kind]
@@ -211,7 +220,11 @@ func (p Preview) Summary() string {
 		s += " (" + strings.Join(reasons, ", ") + ")"
 	}
 	blockers := len(p.Blockers())
-	return s + fmt.Sprintf(" and wait for %d; %s, %s", len(p.WaitFor), count(blockers, "blocker"), count(len(p.Risks)-blockers, "warning"))
+	s += fmt.Sprintf(" and wait for %d; %s, %s", len(p.WaitFor), count(blockers, "blocker"), count(len(p.Risks)-blockers, "warning"))
+	if p.NoCapacity != "" {
+		s += "; room on the other nodes not estimated: " + p.NoCapacity
+	}
+	return s
 }
 
 // count is "1 pod", "2 pods".
