@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 )
 
@@ -74,14 +75,18 @@ const (
 	// RiskNoRoom: pods whose replacements fit on no other node (a first-fit
 	// estimate).
 	RiskNoRoom RiskKind = "InsufficientCapacity"
+	// RiskGuard: the maintenance itself would be refused, the node being a
+	// control-plane node or the last schedulable one
+	// (validation.ValidateNodeGuards) without spec.drain allowing it.
+	RiskGuard RiskKind = "RefusedByGuard"
 )
 
 // blocking are the kinds that make the drain wait: the apply waits, and
 // fails at the drain's or the apply's timeout.
-var blocking = map[RiskKind]bool{RiskBudgetAllowsNone: true, RiskMultipleBudgets: true}
+var blocking = map[RiskKind]bool{RiskGuard: true, RiskBudgetAllowsNone: true, RiskMultipleBudgets: true}
 
 // riskOrder is the order of the kinds in a preview: blockers first.
-var riskOrder = []RiskKind{RiskBudgetAllowsNone, RiskMultipleBudgets, RiskOutage, RiskNoRoom, RiskNoController, RiskEmptyDir}
+var riskOrder = []RiskKind{RiskGuard, RiskBudgetAllowsNone, RiskMultipleBudgets, RiskOutage, RiskNoRoom, RiskNoController, RiskEmptyDir}
 
 // Risk is one problem, worded for a person: what happens, to which
 // object, and what to do.
@@ -175,6 +180,13 @@ func NewPreview(in PreviewInput) (Preview, error) {
 	p.Risks = append(p.Risks, budgetRisks(running, in.Budgets)...)
 	p.Risks = append(p.Risks, outageRisks(in.Node.Name, running, in.OtherPods, in.ReplicaSets)...)
 	p.Risks = append(p.Risks, podRisks(running)...)
+	if err := validation.ValidateControlPlane(in.Node, in.Policy); err != nil {
+		p.Risks = append(p.Risks, Risk{Kind: RiskGuard, Subject: "node " + in.Node.Name, Message: err.Error()})
+	} else if in.NoCapacity == "" { // all nodes listed
+		if err := validation.ValidateLastSchedulable(in.Node, in.Nodes, in.Policy); err != nil {
+			p.Risks = append(p.Risks, Risk{Kind: RiskGuard, Subject: "node " + in.Node.Name, Message: err.Error()})
+		}
+	}
 	if p.NoCapacity = in.NoCapacity; p.NoCapacity == "" {
 		var noRoom *Risk
 		p.Unplaced, noRoom = firstFit(in.Node.Name, running, in.Nodes, in.OtherPods)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 )
 
 const drained = "n0"
@@ -79,6 +80,10 @@ func mustPreview(t *testing.T, in PreviewInput) Preview {
 	if in.Node == nil {
 		n := previewNode(drained, "4", "8Gi", "110")
 		in.Node = &n
+	}
+	if in.Nodes == nil {
+		// Another node takes pods: the node is not the last one.
+		in.Nodes = []corev1.Node{previewNode("spare", "1", "1Gi", "110")}
 	}
 	if in.Now.IsZero() {
 		in.Now = time.Unix(5000, 0)
@@ -289,5 +294,36 @@ func TestPreviewWithoutCapacity(t *testing.T) {
 	}
 	if want := "; room on the other nodes not estimated: the cluster runs more than 1000 pods"; !strings.HasSuffix(p.Summary(), want) {
 		t.Errorf("Summary() = %q, want it to end with %q", p.Summary(), want)
+	}
+}
+
+// The guards are blockers of the preview: a control-plane node, and the last
+// schedulable node once every node was listed, unless the policy allows it.
+func TestPreviewGuards(t *testing.T) {
+	cp := previewNode(drained, "4", "8Gi", "110", func(n *corev1.Node) { n.Labels[validation.ControlPlaneLabel] = "" })
+	cordoned := previewNode("other", "4", "8Gi", "110", func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	for _, tt := range []struct {
+		name  string
+		in    PreviewInput
+		guard string
+	}{
+		{name: "control plane", in: PreviewInput{Node: &cp}, guard: "is a control-plane node"},
+		{name: "control plane allowed", in: PreviewInput{Node: &cp, Policy: &nmv1beta1.DrainPolicy{AllowControlPlaneNode: true}}},
+		{name: "last schedulable", in: PreviewInput{Nodes: []corev1.Node{cordoned}}, guard: "is the last schedulable node of the cluster (no other node takes pods: other (cordoned))"},
+		{name: "last schedulable allowed", in: PreviewInput{Nodes: []corev1.Node{cordoned}, Policy: &nmv1beta1.DrainPolicy{AllowLastSchedulableNode: true}}},
+		{name: "nodes not all listed", in: PreviewInput{Nodes: []corev1.Node{cordoned}, NoCapacity: "the cluster has more than 100 nodes"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustPreview(t, tt.in)
+			i := slices.IndexFunc(p.Risks, func(r Risk) bool { return r.Kind == RiskGuard })
+			switch {
+			case tt.guard == "" && i >= 0:
+				t.Errorf("unexpected guard risk: %s", p.Risks[i].Message)
+			case tt.guard != "" && i < 0:
+				t.Errorf("no guard risk; risks %q", kinds(p))
+			case tt.guard != "" && (!p.Risks[i].Blocker || i != 0 || !strings.Contains(p.Risks[i].Message, tt.guard)):
+				t.Errorf("guard risk %+v at %d: want the first blocker, saying %q", p.Risks[i], i, tt.guard)
+			}
+		})
 	}
 }

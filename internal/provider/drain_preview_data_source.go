@@ -91,7 +91,7 @@ func (d *DrainPreviewDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 					"`cluster.x-k8s.io/drain: wait-completed`), sorted, with the reason."},
 			"risks": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "Every risk, blockers first.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"kind": schema.StringAttribute{Computed: true, MarkdownDescription: "`" + string(drain.RiskBudgetAllowsNone) + "`, `" +
+					"kind": schema.StringAttribute{Computed: true, MarkdownDescription: "`" + string(drain.RiskGuard) + "`, `" + string(drain.RiskBudgetAllowsNone) + "`, `" +
 						string(drain.RiskMultipleBudgets) + "` (blockers), `" + string(drain.RiskOutage) + "`, `" + string(drain.RiskNoRoom) +
 						"`, `" + string(drain.RiskNoController) + "` or `" + string(drain.RiskEmptyDir) + "`."},
 					"blocker": schema.BoolAttribute{Computed: true, MarkdownDescription: "The drain would wait on it: the apply waits, and fails at the drain's or the apply's timeout."},

@@ -1191,7 +1191,7 @@ func (o GetDrainPreviewDrainPtrOutput) Timeout() pulumi.StringPtrOutput {
 type GetDrainPreviewRisk struct {
 	// The drain would wait on it: the apply waits, and fails at the drain's or the apply's timeout.
 	Blocker bool `pulumi:"blocker"`
-	// `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
+	// `RefusedByGuard`, `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
 	Kind string `pulumi:"kind"`
 	// What would happen and what to do.
 	Message string `pulumi:"message"`
@@ -1215,7 +1215,7 @@ type GetDrainPreviewRiskInput interface {
 type GetDrainPreviewRiskArgs struct {
 	// The drain would wait on it: the apply waits, and fails at the drain's or the apply's timeout.
 	Blocker pulumi.BoolInput `pulumi:"blocker"`
-	// `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
+	// `RefusedByGuard`, `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
 	Kind pulumi.StringInput `pulumi:"kind"`
 	// What would happen and what to do.
 	Message pulumi.StringInput `pulumi:"message"`
@@ -1281,7 +1281,7 @@ func (o GetDrainPreviewRiskOutput) Blocker() pulumi.BoolOutput {
 	return o.ApplyT(func(v GetDrainPreviewRisk) bool { return v.Blocker }).(pulumi.BoolOutput)
 }
 
-// `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
+// `RefusedByGuard`, `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
 func (o GetDrainPreviewRiskOutput) Kind() pulumi.StringOutput {
 	return o.ApplyT(func(v GetDrainPreviewRisk) string { return v.Kind }).(pulumi.StringOutput)
 }

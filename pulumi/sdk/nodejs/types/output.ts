@@ -42,7 +42,7 @@ export interface GetDrainPreviewRisk {
      */
     blocker: boolean;
     /**
-     * `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
+     * `RefusedByGuard`, `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
      */
     kind: string;
     /**

@@ -401,7 +401,7 @@ class GetDrainPreviewRiskResult(dict):
                  subject: _builtins.str):
         """
         :param _builtins.bool blocker: The drain would wait on it: the apply waits, and fails at the drain's or the apply's timeout.
-        :param _builtins.str kind: `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
+        :param _builtins.str kind: `RefusedByGuard`, `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
         :param _builtins.str message: What would happen and what to do.
         :param Sequence[_builtins.str] pods: The pods of the node it concerns.
         :param _builtins.str subject: The object at fault, e.g. `PodDisruptionBudget shop/db` or `Deployment shop/cart`.
@@ -424,7 +424,7 @@ class GetDrainPreviewRiskResult(dict):
     @pulumi.getter
     def kind(self) -> _builtins.str:
         """
-        `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
+        `RefusedByGuard`, `PDBAllowsNoDisruption`, `MultiplePDBs` (blockers), `AllReplicasOnNode`, `InsufficientCapacity`, `NoController` or `EmptyDirData`.
         """
         return pulumi.get(self, "kind")
 
