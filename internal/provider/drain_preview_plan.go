@@ -86,6 +86,8 @@ func previewDetail(p drain.Preview) string {
 
 func riskTitle(r drain.Risk) string {
 	switch r.Kind {
+	case drain.RiskGuard:
+		return "The Maintenance Will Be Refused: " + r.Subject
 	case drain.RiskBudgetAllowsNone, drain.RiskMultipleBudgets:
 		return "The Drain Will Wait: " + r.Subject
 	case drain.RiskOutage:
