@@ -191,6 +191,26 @@ func TestDrainPreviewCapacity(t *testing.T) {
 	if len(p.Unplaced) != 0 || slices.ContainsFunc(p.Risks, func(r drain.Risk) bool { return r.Kind == drain.RiskNoRoom }) {
 		t.Errorf("with room for both pods: unplaced %v, risks %+v", p.Unplaced, p.Risks)
 	}
+
+	// The webhook's bounds: the API server's count of nodes or pods beyond
+	// them leaves the estimate out, and says so; the rest of the preview
+	// stays.
+	for _, tt := range []struct {
+		bounds live.Bounds
+		why    string
+	}{
+		{live.Bounds{Nodes: 2}, "the cluster has more than 2 nodes"},
+		{live.Bounds{Nodes: 1000, Pods: 2}, "the cluster has more than 2 pods"},
+		{live.Bounds{Nodes: 1000, Pods: 100000}, ""},
+	} {
+		p, err := live.PreviewWithin(bg(), c.Client, node, nil, time.Now(), tt.bounds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.NoCapacity != tt.why || len(p.Evict) != 2 {
+			t.Errorf("bounds %+v: NoCapacity %q, want %q; evicted %v, want the 2 big pods", tt.bounds, p.NoCapacity, tt.why, p.Evict)
+		}
+	}
 }
 
 // podsByApp maps the app label of the pods on a node to their names.

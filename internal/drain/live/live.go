@@ -26,9 +26,9 @@ import (
 var ErrNodeNotFound = errors.New("node not found")
 
 // Bounds limit what a preview lists beyond the node's own pods, for callers
-// on a hot path (the admission webhook): a cluster with more nodes or
-// running pods than that gets no capacity estimate, and its lists stop at
-// one page. Zero is no bound.
+// on a hot path (the admission webhook): a cluster with more nodes or pods
+// than that gets no capacity estimate, and costs two lists of one item
+// instead of the lists of every node and pod. Zero is no bound.
 type Bounds struct {
 	Nodes, Pods int64
 }
@@ -81,21 +81,32 @@ func Read(ctx context.Context, r client.Reader, nodeName string, b Bounds) (drai
 	slices.Sort(namespaces)
 
 	// The nodes and the pods that still run elsewhere (finished pods hold
-	// no room), for the capacity estimate: one bounded page each.
-	nodes := &corev1.NodeList{}
-	if err := r.List(ctx, nodes, client.Limit(b.Nodes)); err != nil {
-		return in, fmt.Errorf("list nodes: %w", err)
-	}
-	running := &corev1.PodList{}
-	if nodes.Continue != "" {
+	// no room), for the capacity estimate, when the bounds allow: a list of
+	// one item says how many there are.
+	switch small, err := within(ctx, r, &corev1.NodeList{}, b.Nodes); {
+	case err != nil:
+		return in, fmt.Errorf("count nodes: %w", err)
+	case !small:
 		in.NoCapacity = fmt.Sprintf("the cluster has more than %d nodes", b.Nodes)
-	} else if err := r.List(ctx, running, client.MatchingFieldsSelector{Selector: notFinished}, client.Limit(b.Pods)); err != nil {
-		return in, fmt.Errorf("list the pods of the other nodes: %w", err)
-	} else if running.Continue != "" {
-		in.NoCapacity = fmt.Sprintf("the cluster runs more than %d pods", b.Pods)
 	}
 	if in.NoCapacity == "" {
+		switch small, err := within(ctx, r, &corev1.PodList{}, b.Pods); {
+		case err != nil:
+			return in, fmt.Errorf("count pods: %w", err)
+		case !small:
+			in.NoCapacity = fmt.Sprintf("the cluster has more than %d pods", b.Pods)
+		}
+	}
+	running := &corev1.PodList{}
+	if in.NoCapacity == "" {
+		nodes := &corev1.NodeList{}
+		if err := r.List(ctx, nodes); err != nil {
+			return in, fmt.Errorf("list nodes: %w", err)
+		}
 		in.Nodes = nodes.Items
+		if err := r.List(ctx, running, client.MatchingFieldsSelector{Selector: notFinished}); err != nil {
+			return in, fmt.Errorf("list the pods of the other nodes: %w", err)
+		}
 	} else {
 		// Whether a workload has ready replicas elsewhere needs only the
 		// pods of its own namespace.
@@ -126,4 +137,21 @@ func Read(ctx context.Context, r client.Reader, nodeName string, b Bounds) (drai
 		in.ReplicaSets = append(in.ReplicaSets, rss.Items...)
 	}
 	return in, nil
+}
+
+// within reports whether the API server holds at most max objects of the
+// list's kind, from a list of one: the rest is its remainingItemCount. Zero
+// is no bound.
+func within(ctx context.Context, r client.Reader, list client.ObjectList, max int64) (bool, error) {
+	if max == 0 {
+		return true, nil
+	}
+	if err := r.List(ctx, list, client.Limit(1)); err != nil {
+		return false, err
+	}
+	if list.GetContinue() == "" {
+		return true, nil
+	}
+	rest := list.GetRemainingItemCount()
+	return rest != nil && *rest+1 <= max, nil
 }

@@ -21,9 +21,9 @@ const PreviewTimeout = 3 * time.Second
 
 // PreviewBounds keep the preview of every create cheap: the room on the
 // other nodes is estimated only in a cluster of at most this many nodes and
-// running pods (one page of each). Larger ones get the rest of the preview;
-// the provider's data source and plan estimate the room in any cluster.
-var PreviewBounds = live.Bounds{Nodes: 100, Pods: 1000}
+// pods. Larger ones get the rest of the preview; the provider's data source
+// and plan estimate the room in any cluster.
+var PreviewBounds = live.Bounds{Nodes: 50, Pods: 500}
 
 // The API server may cut a warning longer than this, and drops the warnings
 // beyond maxWarningBytes in all.
