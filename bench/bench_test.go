@@ -19,6 +19,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -127,6 +128,106 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 	b.ReportMetric(kube.Median(), "kubectl-s")
 	b.ReportMetric(limit.Median(), "limit-s")
 	return opS
+}
+
+// P1R: P1 repeated on one node of one cluster, with the limit loop in
+// alternation on a node of its own: the spread and the trend over rounds
+// (BENCH_ROUNDS, 8 by default) of the same operator process. Each round
+// puts the Deployment's 30 pods back on its node, then drains it; the
+// operator's maintenance is deleted (the node restored) before the next.
+func BenchmarkP1R(b *testing.B) {
+	const pods = 30
+	rounds := envInt("BENCH_ROUNDS", 8)
+	c := testcluster.Get(b)
+	w := watchClient(b, c)
+	ns := c.Namespace(b)
+	type lane struct {
+		pool        *testcluster.Pool
+		node, spare string
+		app         string
+		times       []time.Duration
+	}
+	lanes := map[string]*lane{}
+	for _, side := range []string{opSide, limitSide} {
+		pool := c.NewPool(b)
+		l := &lane{pool: pool, node: pool.AddNode(b, "").Name, spare: pool.AddNode(b, "").Name, app: testcluster.UniqueName(b, "app")}
+		c.CreateDeployment(b, ns, l.app, pods, pool.Selector())
+		lanes[side] = l
+	}
+	for i := range rounds {
+		eachRun(b, fmt.Sprintf("P1R/round%d", i), func(t testing.TB) {
+			for _, side := range []string{opSide, limitSide} {
+				l := lanes[side]
+				refill(t, c, ns, l.app, l.node, l.spare, pods)
+				if side == opSide {
+					l.times = append(l.times, operatorDrain(t, c, w, []string{l.node}))
+				} else {
+					l.times = append(l.times, limitDrainAll(t, c, []string{l.node}))
+					uncordon(t, c, l.node)
+				}
+			}
+		})
+	}
+	for _, side := range []string{opSide, limitSide} {
+		s := Seconds(lanes[side].times)
+		first, second := s.Halves()
+		record(
+			Row{Scenario: "P1R", Side: side + ", every round", Sample: s},
+			Row{Scenario: "P1R", Side: side + ", change per round (least-squares slope)", Sample: Sample{Values: []float64{s.Slope()}, Unit: "s"}},
+			Row{Scenario: "P1R", Side: side + ", second half of the rounds", Sample: second, Ratio: second.Median() / first.Median(), Of: "its first half"},
+		)
+		b.Logf("P1R %s, round by round: %v", side, lanes[side].times)
+	}
+	op, limit := Seconds(lanes[opSide].times), Seconds(lanes[limitSide].times)
+	record(Row{Scenario: "P1R", Side: opSide + ", every round", Sample: op, Ratio: op.Median() / limit.Median(), Of: limitSide})
+}
+
+// refill puts the Deployment app's pods pods back on node: its spare node is
+// cordoned, the pods elsewhere deleted (their replacements land on node),
+// and the spare uncordoned once all run on node.
+func refill(t testing.TB, c *testcluster.Cluster, ns, app, node, spare string, pods int) {
+	t.Helper()
+	cordon(t, c, spare, true)
+	list := &corev1.PodList{}
+	if err := c.Client.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Spec.NodeName != node {
+			_ = c.Client.Delete(context.Background(), &list.Items[i], client.GracePeriodSeconds(0))
+		}
+	}
+	c.WaitRunningPods(t, ns, app, node, pods)
+	cordon(t, c, spare, false)
+}
+
+// uncordon gives back a node the limit loop drained (the operator's
+// maintenance does that itself when it is deleted).
+func uncordon(t testing.TB, c *testcluster.Cluster, node string) { cordon(t, c, node, false) }
+
+// cordon sets node's spec.unschedulable, and after an uncordon waits until
+// the node lifecycle controller took its unschedulable taint off.
+func cordon(t testing.TB, c *testcluster.Cluster, node string, unschedulable bool) {
+	t.Helper()
+	patch := []byte(fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, unschedulable))
+	if _, err := c.Clientset.CoreV1().Nodes().Patch(context.Background(), node, k8stypes.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("set node %s unschedulable=%t: %v", node, unschedulable, err)
+	}
+	if unschedulable {
+		return
+	}
+	testcluster.WaitFor(t, time.Minute, "node "+node+" without the unschedulable taint", func(ctx context.Context) (bool, error) {
+		n, err := c.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == corev1.TaintNodeUnschedulable {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 // P3: 50 nodes × 20 pods, 50 NodeMaintenances created at once: the time

@@ -43,6 +43,29 @@ func (s Sample) Spread() (lo, hi float64) {
 	return slices.Min(s.Values), slices.Max(s.Values)
 }
 
+// Slope is the least-squares change per run, in the sample's unit: how much
+// each run adds to the one before, when the runs are rounds in a row. Zero
+// with fewer than two runs.
+func (s Sample) Slope() float64 {
+	n := float64(len(s.Values))
+	if n < 2 {
+		return 0
+	}
+	var sumX, sumY, sumXY, sumXX float64
+	for i, y := range s.Values {
+		x := float64(i)
+		sumX, sumY, sumXY, sumXX = sumX+x, sumY+y, sumXY+x*y, sumXX+x*x
+	}
+	return (n*sumXY - sumX*sumY) / (n*sumXX - sumX*sumX)
+}
+
+// Halves are the sample's first and second half of runs (the middle run of
+// an odd count in neither).
+func (s Sample) Halves() (first, second Sample) {
+	h := len(s.Values) / 2
+	return Sample{Values: s.Values[:h], Unit: s.Unit}, Sample{Values: s.Values[len(s.Values)-h:], Unit: s.Unit}
+}
+
 // Seconds makes a sample of durations.
 func Seconds(d []time.Duration) Sample {
 	s := Sample{Unit: "s"}

@@ -49,3 +49,23 @@ func TestResultsTable(t *testing.T) {
 		}
 	}
 }
+
+func TestSlopeAndHalves(t *testing.T) {
+	for _, tc := range []struct {
+		values []float64
+		slope  float64
+	}{
+		{[]float64{1, 1, 1, 1}, 0},
+		{[]float64{1, 2, 3, 4}, 1},
+		{[]float64{0.88, 1.37, 1.25, 1.57, 1.80, 1.25}, 0.0989},
+		{[]float64{5}, 0},
+	} {
+		if got := (Sample{Values: tc.values}).Slope(); math.Abs(got-tc.slope) > 1e-4 {
+			t.Errorf("slope of %v = %.4f, want %.4f", tc.values, got, tc.slope)
+		}
+	}
+	first, second := Sample{Values: []float64{1, 2, 3, 4, 5}, Unit: "s"}.Halves()
+	if len(first.Values) != 2 || first.Values[1] != 2 || len(second.Values) != 2 || second.Values[0] != 4 || second.Unit != "s" {
+		t.Errorf("halves of 1..5 = %v, %v", first, second)
+	}
+}
