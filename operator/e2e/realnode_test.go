@@ -73,7 +73,14 @@ func testRealNodeDrain(t *testing.T, c *testcluster.Cluster, real *testcluster.R
 	before := getNode(t, c, real.Name)
 	nmName := "maintain-" + real.Name
 	evictStart := time.Now()
-	createMaintenance(t, c, nmName, real.Name, "real node e2e")
+	// real01 is the cluster's only node: the guard refuses its
+	// maintenance unless the policy says it is meant.
+	lastNode := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: nmName},
+		Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: real.Name, Reason: "real node e2e", Drain: &nmv1beta1.DrainPolicy{AllowLastSchedulableNode: true}}}
+	if err := c.Client.Create(bg(), lastNode); err != nil {
+		t.Fatalf("create NodeMaintenance %s for node %s: %v", nmName, real.Name, err)
+	}
+	t.Cleanup(func() { deleteMaintenance(t, c, nmName) })
 	nm := waitPhase(t, c, nmName, nmv1beta1.MaintenanceSucceeded)
 	took := time.Since(evictStart)
 	t.Logf("maintenance of %s Succeeded after %s: %+v", real.Name, took.Round(10*time.Millisecond), nm.Status)
