@@ -27,7 +27,10 @@ func startOperator(c *testcluster.Cluster) (*operatorProcess, error) {
 	return o, o.start(c)
 }
 
-func (o *operatorProcess) start(c *testcluster.Cluster) error { return o.Start(c) }
+// start runs the operator with the benchmark's usual flags and extra.
+func (o *operatorProcess) start(c *testcluster.Cluster, extra ...string) error {
+	return o.Start(c, extra...)
+}
 
 func (o *operatorProcess) stop() {
 	if o != nil {
