@@ -165,6 +165,9 @@ func (r *NodeMaintenanceReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 func (r *NodeMaintenanceReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	nm := &nmv1beta1.NodeMaintenance{}
 	if err := r.Client.Get(ctx, req.NamespacedName, nm); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.releaseAdmission(ctx, "", req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !nm.DeletionTimestamp.IsZero() {

@@ -44,13 +44,7 @@ func (r *NodeMaintenanceReconciler) finalize(ctx context.Context, nm *nmv1beta1.
 			return ctrl.Result{}, err
 		}
 	}
-	if r.Admissions != nil {
-		if err := r.Admissions.Release(ctx, nm.Spec.NodeName, nm.Name); err != nil {
-			// Not worth holding the object for: the entry expires on its own.
-			log.FromContext(ctx).Info("cannot release the admission ledger entry; it expires after "+ledger.TTL.String(),
-				"node", nm.Spec.NodeName, "error", err.Error())
-		}
-	}
+	r.releaseAdmission(ctx, nm.Spec.NodeName, nm.Name)
 	controllerutil.RemoveFinalizer(nm, nmv1beta1.NodeMaintenanceFinalizer)
 	if err := r.Client.Update(ctx, nm); err != nil {
 		return requeueOnConflict(err)
@@ -142,4 +136,21 @@ func priorState(nm *nmv1beta1.NodeMaintenance) (prior nodestate.Prior, touched b
 		return nodestate.Prior{}, true, fmt.Errorf("NodeMaintenance %s: %w", nm.Name, err)
 	}
 	return p, true, nil
+}
+
+// releaseAdmission forgets the webhook's ledger entry of the NodeMaintenance
+// name (on node, or any node when node is empty), so that its node is free
+// for the next create at once. It runs when a maintenance is finalized, and
+// again when its object is gone: one deleted before the operator added the
+// finalizer is never finalized, and its entry would otherwise hold the node
+// (and a slot of --max-unavailable) until ledger.TTL.
+func (r *NodeMaintenanceReconciler) releaseAdmission(ctx context.Context, node, name string) {
+	if r.Admissions == nil {
+		return
+	}
+	if err := r.Admissions.Release(ctx, node, name); err != nil {
+		// Not worth holding anything for: the entry expires on its own.
+		log.FromContext(ctx).Info("cannot release the admission ledger entry; it expires after "+ledger.TTL.String(),
+			"nodeMaintenance", name, "node", node, "error", err.Error())
+	}
 }

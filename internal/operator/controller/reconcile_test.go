@@ -474,3 +474,29 @@ func readyNode(name string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 }
+
+// A NodeMaintenance deleted before the operator added its finalizer is never
+// finalized; the pass that finds it gone forgets its admission, so that the
+// webhook does not count its node as in maintenance until the entry's TTL.
+func TestReconcileOfAGoneMaintenanceReleasesItsAdmission(t *testing.T) {
+	e := newReconcileEnv(t, interceptor.Funcs{}, readyNode(testNode))
+	e.r.Admissions = &ledger.Ledger{Reader: e.c, Writer: e.c}
+	ctx := context.Background()
+	s, err := e.r.Admissions.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Entries[testNode] = ledger.Entry{Name: testNM, At: e.now}
+	s.Entries["node02"] = ledger.Entry{Name: "maintain-node02", At: e.now}
+	if err := e.r.Admissions.Write(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile() // testNM does not exist
+	got, err := e.r.Admissions.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, held := got.Entries[testNode]; held || got.Entries["node02"].Name != "maintain-node02" {
+		t.Errorf("ledger after the pass = %v, want only maintain-node02's entry", got.Entries)
+	}
+}

@@ -117,12 +117,21 @@ func (l *Ledger) Write(ctx context.Context, s *Snapshot) error {
 }
 
 // Release forgets the entry of node if it is name's: the NodeMaintenance is
-// gone, and its node is free for the next create at once.
+// gone, and its node is free for the next create at once. An empty node
+// forgets name's entry whatever its node (a NodeMaintenance known only by
+// name, deleted before the operator saw its spec).
 func (l *Ledger) Release(ctx context.Context, node, name string) error {
 	for attempt := 1; ; attempt++ {
 		s, err := l.Read(ctx)
 		if err != nil {
 			return err
+		}
+		if node == "" {
+			for n, e := range s.Entries {
+				if e.Name == name {
+					node = n
+				}
+			}
 		}
 		if e, ok := s.Entries[node]; !ok || e.Name != name {
 			return nil

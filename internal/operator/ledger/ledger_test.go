@@ -55,4 +55,18 @@ func TestLedgerOptimisticWritesAndRelease(t *testing.T) {
 	if err := l.Write(ctx, stale); !Retryable(err) {
 		t.Fatalf("a write from before the release = %v, want a retryable error", err)
 	}
+	// Known only by name: the entry goes whatever its node; another name
+	// leaves it.
+	if err := l.Release(ctx, "", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.Read(ctx); got.Entries["node02"].Name != "c" {
+		t.Fatalf("a release by another name took node02's entry: %v", got.Entries)
+	}
+	if err := l.Release(ctx, "", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.Read(ctx); len(got.Entries) != 0 {
+		t.Fatalf("entries after the release by name = %v, want none", got.Entries)
+	}
 }
