@@ -213,8 +213,9 @@ func TestAccBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			if err := f.c.Client.Get(context.Background(), client.ObjectKey{Name: f.addNode(t)}, node); err != nil {
 				t.Fatal(err)
 			}
+			orig := node.DeepCopy()
 			node.Labels[nmvalidation.ControlPlaneLabel] = ""
-			if err := f.c.Client.Update(context.Background(), node); err != nil {
+			if err := f.c.Client.Patch(context.Background(), node, client.MergeFrom(orig)); err != nil {
 				t.Fatalf("label node %s as a control-plane node: %v", node.Name, err)
 			}
 		}, config: onNode(""),

@@ -40,6 +40,18 @@ func assertUnchanged(t *testing.T, c *testcluster.Cluster, before *corev1.Node) 
 	}
 }
 
+// patchNode changes a node with a merge patch, which the node controllers'
+// own writes do not make conflict.
+func patchNode(t *testing.T, c *testcluster.Cluster, name string, change func(*corev1.Node)) {
+	t.Helper()
+	node := getNode(t, c, name)
+	orig := node.DeepCopy()
+	change(node)
+	if err := c.Client.Patch(bg(), node, client.MergeFrom(orig)); err != nil {
+		t.Fatalf("patch node %s: %v", name, err)
+	}
+}
+
 // assertNotStored fails when a NodeMaintenance of that name exists.
 func assertNotStored(t *testing.T, c *testcluster.Cluster, name string) {
 	t.Helper()
@@ -56,10 +68,7 @@ func TestControlPlaneNodeIsRefusedUnlessAllowed(t *testing.T) {
 	c := testcluster.Get(t)
 	pool := c.NewPool(t)
 	cp := pool.AddNode(t, "")
-	cp.Labels[validation.ControlPlaneLabel] = ""
-	if err := c.Client.Update(bg(), cp); err != nil {
-		t.Fatalf("label node %s as a control-plane node: %v", cp.Name, err)
-	}
+	patchNode(t, c, cp.Name, func(n *corev1.Node) { n.Labels[validation.ControlPlaneLabel] = "" })
 	before := getNode(t, c, cp.Name)
 
 	name := testcluster.UniqueName(t, "cp")
@@ -115,10 +124,7 @@ func TestLastSchedulableNodeIsRefusedUnlessAllowed(t *testing.T) {
 	if err := c.Client.Create(bg(), unseen); err != nil {
 		t.Fatalf("create %s without a webhook: %v", unseen.Name, err)
 	}
-	other.Spec.Unschedulable = true
-	if err := c.Client.Update(bg(), other); err != nil {
-		t.Fatalf("cordon node other: %v", err)
-	}
+	patchNode(t, c, other.Name, func(n *corev1.Node) { n.Spec.Unschedulable = true })
 	before := getNode(t, c, last.Name)
 	op, err := testoperator.Start(c, defaultOptions())
 	if err != nil {
@@ -160,11 +166,7 @@ func TestLastSchedulableNodeIsRefusedUnlessAllowed(t *testing.T) {
 	assertUnchanged(t, c, before)
 
 	// Once "other" takes pods again, "last" is an ordinary node.
-	other = getNode(t, c, "other")
-	other.Spec.Unschedulable = false
-	if err := c.Client.Update(bg(), other); err != nil {
-		t.Fatalf("uncordon node other: %v", err)
-	}
+	patchNode(t, c, "other", func(n *corev1.Node) { n.Spec.Unschedulable = false })
 	// The node lifecycle controller takes its unschedulable taint off a
 	// moment after the uncordon.
 	testcluster.WaitFor(t, time.Minute, "node other schedulable again", func(ctx context.Context) (bool, error) {
