@@ -308,20 +308,26 @@ func BenchmarkP6(b *testing.B) {
 			b.Errorf("restart the operator without the limit: %v", err)
 		}
 	})
-	var queued, one []time.Duration
+	// The target's unit is one node's drain; a wave drains limit nodes at
+	// once, which on a small machine takes longer than one (see P3), so the
+	// limit loop's wave of limit nodes is measured too, as the bound.
+	var queued, one, wave []time.Duration
 	for i := range runs {
 		eachRun(b, fmt.Sprintf("P6/run%d", i), func(t testing.TB) {
 			ns := c.Namespace(t)
 			queued = append(queued, queueDrain(t, c, w, prepareNodes(t, c, ns, nodes, pods, 0)))
 			one = append(one, limitDrainAll(t, c, prepareNodes(t, c, ns, 1, pods, 0)))
+			wave = append(wave, limitDrainAll(t, c, prepareNodes(t, c, ns, limit, pods, 0)))
 		})
 	}
-	q, l := Seconds(queued), Seconds(one)
+	q, l, lw := Seconds(queued), Seconds(one), Seconds(wave)
 	waves := float64((nodes + limit - 1) / limit)
+	side := fmt.Sprintf("operator, %d maintenances queued under max-unavailable %d", nodes, limit)
 	record(
 		Row{Scenario: "P6", Side: "limit loop, one node", Sample: l},
-		Row{Scenario: "P6", Side: fmt.Sprintf("operator, %d maintenances queued under max-unavailable %d", nodes, limit), Sample: q,
-			Ratio: q.Median() / (waves * l.Median()), Of: fmt.Sprintf("%.0f × limit loop", waves), Max: 1.2},
+		Row{Scenario: "P6", Side: fmt.Sprintf("limit loop, %d nodes at once (one wave)", limit), Sample: lw},
+		Row{Scenario: "P6", Side: side, Sample: q, Ratio: q.Median() / (waves * l.Median()), Of: fmt.Sprintf("%.0f × limit loop's one node", waves), Max: 1.2},
+		Row{Scenario: "P6", Side: side, Sample: q, Ratio: q.Median() / (waves * lw.Median()), Of: fmt.Sprintf("%.0f × limit loop's wave", waves)},
 	)
 	b.ReportMetric(q.Median(), "all-succeeded-s")
 	b.ReportMetric(l.Median(), "limit-one-node-s")
