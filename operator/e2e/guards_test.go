@@ -19,24 +19,12 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 )
 
-// nodeShape is what a maintenance changes on a node: a guard that refuses
-// must leave all of it as it was.
-type nodeShape struct {
-	Unschedulable bool
-	Taints        []corev1.Taint
-	Labels        map[string]string
-	Annotations   map[string]string
-}
-
-func shapeOf(n *corev1.Node) nodeShape {
-	return nodeShape{Unschedulable: n.Spec.Unschedulable, Taints: n.Spec.Taints, Labels: n.Labels, Annotations: n.Annotations}
-}
-
-func assertUnchanged(t *testing.T, c *testcluster.Cluster, before *corev1.Node) {
+// assertUnchanged fails when node's state (stateOf: what a maintenance
+// changes) differs from before: a guard that refuses must leave all of it.
+func assertUnchanged(t *testing.T, c *testcluster.Cluster, node string, before nodeState) {
 	t.Helper()
-	after := getNode(t, c, before.Name)
-	if !equality.Semantic.DeepEqual(shapeOf(before), shapeOf(after)) {
-		t.Errorf("node %s changed:\nbefore %+v\nafter  %+v", before.Name, shapeOf(before), shapeOf(after))
+	if after := stateOf(t, c, node); !equality.Semantic.DeepEqual(before, after) {
+		t.Errorf("node %s changed:\nbefore %+v\nafter  %+v", node, before, after)
 	}
 }
 
@@ -69,7 +57,7 @@ func TestControlPlaneNodeIsRefusedUnlessAllowed(t *testing.T) {
 	pool := c.NewPool(t)
 	cp := pool.AddNode(t, "")
 	patchNode(t, c, cp.Name, func(n *corev1.Node) { n.Labels[validation.ControlPlaneLabel] = "" })
-	before := getNode(t, c, cp.Name)
+	before := stateOf(t, c, cp.Name)
 
 	name := testcluster.UniqueName(t, "cp")
 	nm := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: cp.Name, Reason: "kernel"}}
@@ -80,7 +68,7 @@ func TestControlPlaneNodeIsRefusedUnlessAllowed(t *testing.T) {
 	}
 	t.Logf("refused as it should: %v", err)
 	assertNotStored(t, c, name)
-	assertUnchanged(t, c, before)
+	assertUnchanged(t, c, cp.Name, before)
 
 	allowed := testcluster.UniqueName(t, "cp-allowed")
 	nm = &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: allowed},
@@ -92,7 +80,7 @@ func TestControlPlaneNodeIsRefusedUnlessAllowed(t *testing.T) {
 	waitPhase(t, c, allowed, nmv1beta1.MaintenanceSucceeded)
 	assertInMaintenance(t, getNode(t, c, cp.Name))
 	deleteMaintenance(t, c, allowed)
-	assertUnchanged(t, c, before)
+	assertUnchanged(t, c, cp.Name, before)
 }
 
 // The last schedulable node of a cluster is refused unless
@@ -125,7 +113,7 @@ func TestLastSchedulableNodeIsRefusedUnlessAllowed(t *testing.T) {
 		t.Fatalf("create %s without a webhook: %v", unseen.Name, err)
 	}
 	patchNode(t, c, other.Name, func(n *corev1.Node) { n.Spec.Unschedulable = true })
-	before := getNode(t, c, last.Name)
+	before := stateOf(t, c, last.Name)
 	op, err := testoperator.Start(c, defaultOptions())
 	if err != nil {
 		t.Fatalf("start the operator on the test's cluster: %v", err)
@@ -137,12 +125,12 @@ func TestLastSchedulableNodeIsRefusedUnlessAllowed(t *testing.T) {
 	if !strings.Contains(got.Status.LastError, wantLast) || !strings.Contains(got.Status.LastError, "Node last was not touched") {
 		t.Errorf("lastError = %q, want it to say %q and that the node was not touched", got.Status.LastError, wantLast)
 	}
-	assertUnchanged(t, c, before)
+	assertUnchanged(t, c, last.Name, before)
 	if _, err := getLease(c, "last"); !apierrors.IsNotFound(err) {
 		t.Errorf("the lease of node last: want none taken, got %v", err)
 	}
 	deleteMaintenance(t, c, unseen.Name)
-	assertUnchanged(t, c, before)
+	assertUnchanged(t, c, last.Name, before)
 
 	// Through the webhook: refused at create, nothing stored.
 	refused := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "maintain-last"}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: "last", Reason: "disk"}}
@@ -152,7 +140,7 @@ func TestLastSchedulableNodeIsRefusedUnlessAllowed(t *testing.T) {
 	}
 	t.Logf("refused as it should: %v", err)
 	assertNotStored(t, c, refused.Name)
-	assertUnchanged(t, c, before)
+	assertUnchanged(t, c, last.Name, before)
 
 	// Allowed, it is maintained, and restored on delete.
 	allowed := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "maintain-last-allowed"},
@@ -163,7 +151,7 @@ func TestLastSchedulableNodeIsRefusedUnlessAllowed(t *testing.T) {
 	waitPhase(t, c, allowed.Name, nmv1beta1.MaintenanceSucceeded)
 	assertInMaintenance(t, getNode(t, c, "last"))
 	deleteMaintenance(t, c, allowed.Name)
-	assertUnchanged(t, c, before)
+	assertUnchanged(t, c, last.Name, before)
 
 	// Once "other" takes pods again, "last" is an ordinary node.
 	patchNode(t, c, "other", func(n *corev1.Node) { n.Spec.Unschedulable = false })
@@ -185,5 +173,5 @@ func TestLastSchedulableNodeIsRefusedUnlessAllowed(t *testing.T) {
 	}
 	waitPhase(t, c, ordinary.Name, nmv1beta1.MaintenanceSucceeded)
 	deleteMaintenance(t, c, ordinary.Name)
-	assertUnchanged(t, c, before)
+	assertUnchanged(t, c, last.Name, before)
 }
