@@ -103,7 +103,8 @@ func (r *NodeMaintenanceReconciler) waitForSlot(ctx context.Context, s *scope) (
 		return ctrl.Result{}, fmt.Errorf("list NodeMaintenances to apply --max-unavailable=%s: %w", limit, err)
 	}
 	nodes := &corev1.NodeList{}
-	if err := r.Client.List(ctx, nodes); err != nil {
+	// Only counted: no copy of every cached node.
+	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("count the nodes to apply --max-unavailable=%s: %w", limit, err)
 	}
 	n, err := validation.MaxUnavailableNodes(limit, len(nodes.Items))
