@@ -43,7 +43,12 @@ const (
 
 var (
 	runs = envInt("BENCH_RUNS", 5)
-	op   *operatorProcess
+	// tracing (BENCH_TRACE=1) records every API request in the cluster's
+	// audit log, and P1R writes the requests of its last operator round
+	// (writeTrace). It slows the API server: figures of a traced run are
+	// for reading the order of events, not for the table.
+	tracing = os.Getenv("BENCH_TRACE") != ""
+	op      *operatorProcess
 
 	mu   sync.Mutex
 	rows []Row
@@ -58,7 +63,7 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
 		os.Exit(m.Run())
 	}
-	os.Exit(testcluster.Main(m, testcluster.Options{InstallCRD: true,
+	opts := testcluster.Options{InstallCRD: true,
 		Setup: func(c *testcluster.Cluster) error {
 			var err error
 			op, err = startOperator(c)
@@ -69,7 +74,11 @@ func TestMain(m *testing.M) {
 				op.Remove()
 			}
 			writeResults()
-		}}))
+		}}
+	if tracing {
+		opts.AuditPolicy = testcluster.TracePolicy
+	}
+	os.Exit(testcluster.Main(m, opts))
 }
 
 func record(r ...Row) {
@@ -179,6 +188,9 @@ func BenchmarkP1R(b *testing.B) {
 			Row{Scenario: "P1R", Side: side + ", second half of the rounds", Sample: second, Ratio: second.Median() / first.Median(), Of: "its first half"},
 		)
 		b.Logf("P1R %s, round by round: %v", side, lanes[side].times)
+	}
+	if tracing {
+		writeTrace(b, c, "p1r-trace.txt", lastDrain)
 	}
 	op, limit := Seconds(lanes[opSide].times), Seconds(lanes[limitSide].times)
 	admission := Seconds(lanes[opSide].admissions)
@@ -624,6 +636,9 @@ var runCounter int
 // of the operator's time.
 var lastAdmission time.Duration
 
+// lastDrain is when the latest operatorDrain's clock started and stopped.
+var lastDrain span
+
 // operatorDrain creates one NodeMaintenance per node at once and returns the
 // time until the last is Succeeded, seen through a watch; then it deletes them
 // and waits until they are gone (not timed).
@@ -691,7 +706,8 @@ func operatorDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nod
 			}
 		}
 	}
-	return time.Since(start)
+	lastDrain = span{start, time.Now()}
+	return lastDrain.end.Sub(start)
 }
 
 // limitDrainAll runs the limit loop on all nodes at once and returns the

@@ -72,6 +72,10 @@ type Options struct {
 	// Audit turns on the API server's audit log for evictions and for every
 	// request of a ServiceAccount; read it with AuditEvents.
 	Audit bool
+	// AuditPolicy, when set, is the audit policy instead of Audit's (and
+	// turns the audit log on): make bench's BENCH_TRACE records every
+	// request with it (TracePolicy).
+	AuditPolicy string
 	// RealNodes adds that many real nodes (a kubelet and a containerd each,
 	// see StartRealNode) beside the fake ones, Ready before the tests run;
 	// kwok then manages only the nodes annotated as fake. Needs root and
@@ -206,7 +210,11 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 	if opts.KubeProxy && opts.RealNodes == 0 {
 		return nil, fmt.Errorf("a kube-proxy (Options.KubeProxy) serves ClusterIPs to real nodes: set RealNodes too")
 	}
-	audit := opts.Audit
+	policyText := auditPolicy
+	if opts.AuditPolicy != "" {
+		policyText = opts.AuditPolicy
+	}
+	audit := opts.Audit || opts.AuditPolicy != ""
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	name := sanitize(fmt.Sprintf("nmt-%s-%s", prefix, hex.EncodeToString(suffix)))
@@ -233,7 +241,7 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 	}
 	if audit {
 		policy := filepath.Join(workDir, "audit-policy.yaml")
-		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		if err := os.WriteFile(policy, []byte(policyText), 0o644); err != nil {
 			return c, err
 		}
 		args = append(args, "--kube-audit-policy", policy)

@@ -36,6 +36,27 @@ rules:
 - level: None
 `
 
+// TracePolicy records every request once, when its response is sent,
+// except the nodes' heartbeats, events and non-resource URLs (health
+// checks): the API traffic of a drain, in order, with each request's
+// latency as the API server saw it.
+const TracePolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted", "Panic"]
+rules:
+- level: None
+  namespaces: ["kube-node-lease"]
+- level: None
+  resources:
+  - group: ""
+    resources: ["events"]
+  - group: "events.k8s.io"
+    resources: ["events"]
+- level: None
+  nonResourceURLs: ["*"]
+- level: Metadata
+`
+
 // AuditEvent is one entry of the API server's audit log, the fields tests
 // read.
 type AuditEvent struct {
@@ -55,6 +76,11 @@ type AuditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	// StageTimestamp is when the response was sent (the only stage logged).
+	StageTimestamp time.Time `json:"stageTimestamp"`
+	// Annotations hold, among others, the API server's latency breakdown
+	// (apiserver.latency.k8s.io/...) of slow requests.
+	Annotations map[string]string `json:"annotations"`
 }
 
 // Evictions reads the audit log of a cluster started with Options.Audit for

@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
+)
+
+// span is a stretch of wall-clock time.
+type span struct{ start, end time.Time }
+
+// writeTrace writes the API requests the cluster's audit log holds within
+// s (BENCH_TRACE): one line per request, in the order the API server
+// received them, with its offset from s.start, its latency, who made it
+// (the client's user agent), what it did and its answer; then the requests
+// and their latencies summed by client. It is how to see where the time of
+// one maintenance goes between the create and the Succeeded a watch sees.
+func writeTrace(t testing.TB, c *testcluster.Cluster, name string, s span) {
+	t.Helper()
+	dir := resultsDir()
+	if dir == "" || s.start.IsZero() {
+		return
+	}
+	events, err := c.AuditEvents(context.Background())
+	if err != nil {
+		t.Logf("trace not written: %v", err)
+		return
+	}
+	text := formatTrace(events, s)
+	path := filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o755); err == nil {
+		err = os.WriteFile(path, []byte(text), 0o644)
+	}
+	if err != nil {
+		t.Logf("trace not written: %v", err)
+		return
+	}
+	t.Logf("API requests of the last operator round: %s", path)
+}
+
+// formatTrace is writeTrace's text for the events received within s.
+func formatTrace(events []testcluster.AuditEvent, s span) string {
+	var in []testcluster.AuditEvent
+	for _, e := range events {
+		if !e.RequestReceivedTimestamp.Before(s.start) && e.RequestReceivedTimestamp.Before(s.end) {
+			in = append(in, e)
+		}
+	}
+	slices.SortStableFunc(in, func(a, b testcluster.AuditEvent) int {
+		return a.RequestReceivedTimestamp.Compare(b.RequestReceivedTimestamp)
+	})
+	ms := func(d time.Duration) string { return fmt.Sprintf("%7.1f", float64(d)/float64(time.Millisecond)) }
+	var b strings.Builder
+	fmt.Fprintf(&b, "API requests from the create (+0 ms) to the Succeeded seen on a watch (+%s ms)\n\n", strings.TrimSpace(ms(s.end.Sub(s.start))))
+	fmt.Fprintf(&b, "%7s %7s  %-24s %-7s %-40s %s\n", "at ms", "took ms", "client", "verb", "object", "code")
+	type total struct {
+		n    int
+		took time.Duration
+	}
+	totals := map[string]*total{}
+	for _, e := range in {
+		who := program(e.UserAgent)
+		took := e.StageTimestamp.Sub(e.RequestReceivedTimestamp)
+		r := e.ObjectRef
+		object := r.Resource
+		if r.Subresource != "" {
+			object += "/" + r.Subresource
+		}
+		if r.Name != "" {
+			object += " " + r.Name
+		}
+		fmt.Fprintf(&b, "%s %s  %-24s %-7s %-40s %d\n", ms(e.RequestReceivedTimestamp.Sub(s.start)), ms(took), who, e.Verb, object, e.ResponseStatus.Code)
+		key := who + " " + e.Verb + " " + r.Resource
+		if totals[key] == nil {
+			totals[key] = &total{}
+		}
+		totals[key].n++
+		totals[key].took += took
+	}
+	keys := make([]string, 0, len(totals))
+	for k := range totals {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(totals[b].took, totals[a].took), cmp.Compare(a, b)) })
+	fmt.Fprintf(&b, "\n%-60s %5s %9s\n", "by client, verb and resource", "calls", "total ms")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%-60s %5d %s\n", k, totals[k].n, ms(totals[k].took))
+	}
+	return b.String()
+}
+
+// program is the program part of a user agent ("kube-scheduler/v1.37.2
+// (linux/amd64) ..." is kube-scheduler).
+func program(userAgent string) string {
+	name, _, _ := strings.Cut(userAgent, " ")
+	name, _, _ = strings.Cut(name, "/")
+	return cmp.Or(name, "?")
+}
+
+func TestFormatTraceKeepsTheSpanInOrder(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC)
+	ev := func(at, took time.Duration, ua, verb, resource, name string) testcluster.AuditEvent {
+		e := testcluster.AuditEvent{Verb: verb, UserAgent: ua, RequestReceivedTimestamp: t0.Add(at), StageTimestamp: t0.Add(at + took)}
+		e.ObjectRef.Resource, e.ObjectRef.Name = resource, name
+		e.ResponseStatus.Code = 200
+		return e
+	}
+	events := []testcluster.AuditEvent{
+		ev(30*time.Millisecond, 5*time.Millisecond, "node-maintenance-operator/v0 (linux/amd64)", "patch", "nodes", "n1"),
+		ev(-time.Millisecond, time.Millisecond, "kubectl/v1.37.2", "get", "nodes", "before"),
+		ev(10*time.Millisecond, 20*time.Millisecond, "bench.test/v0", "create", "nodemaintenances", "bench-n1"),
+		ev(100*time.Millisecond, time.Millisecond, "kubectl/v1.37.2", "get", "nodes", "after"),
+	}
+	got := formatTrace(events, span{t0, t0.Add(100 * time.Millisecond)})
+	create, patch := strings.Index(got, "create  nodemaintenances bench-n1"), strings.Index(got, "patch   nodes n1")
+	if create < 0 || patch < 0 || patch < create {
+		t.Errorf("want the create, then the patch:\n%s", got)
+	}
+	if strings.Contains(got, "before") || strings.Contains(got, "after") {
+		t.Errorf("requests outside the span are in the trace:\n%s", got)
+	}
+	if !strings.Contains(got, "node-maintenance-operator patch nodes") {
+		t.Errorf("no total by client:\n%s", got)
+	}
+}
