@@ -170,14 +170,17 @@ func (r *NodeMaintenanceReconciler) reconcile(ctx context.Context, req ctrl.Requ
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	nm = r.newest(nm)
 	if !nm.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, nm)
 	}
 	if !controllerutil.ContainsFinalizer(nm, nmv1beta1.NodeMaintenanceFinalizer) {
 		controllerutil.AddFinalizer(nm, nmv1beta1.NodeMaintenanceFinalizer)
+		replaced := nm.ResourceVersion
 		if err := r.Client.Update(ctx, nm); err != nil {
 			return requeueOnConflict(err)
 		}
+		r.wrote(replaced, nm)
 	}
 	if restorePending(nm) {
 		// A restore that a pass began and could not finish.

@@ -61,8 +61,22 @@ func (r *NodeMaintenanceReconciler) maintain(ctx context.Context, nm *nmv1beta1.
 	}
 	setRound(s.status, round)
 	setDrainConditions(s, round, r.now())
+	if onlyCounts(&nm.Status, s.status) {
+		// Pods counted out, nothing else: written at most every
+		// statusInterval, so that a fast drain is not slowed by writes of
+		// its own progress.
+		if wait := statusInterval - r.now().Sub(s.progress.lastProgressWrite); wait > 0 {
+			res := r.afterRound(ctx, s, round)
+			res.RequeueAfter = min(res.RequeueAfter, wait)
+			return res, nil
+		}
+	}
+	before := nm.ResourceVersion
 	if err := r.writeStatus(ctx, nm, s.status); err != nil {
 		return requeueOnConflict(err)
+	}
+	if nm.ResourceVersion != before {
+		s.progress.lastProgressWrite = r.now()
 	}
 	return r.afterRound(ctx, s, round), nil
 }
@@ -124,9 +138,11 @@ func (r *NodeMaintenanceReconciler) enterMaintenance(ctx context.Context, s *sco
 			s.nm.Annotations = map[string]string{}
 		}
 		s.nm.Annotations[nodestate.PriorStateAnnotation] = s.prior.Encode()
+		replaced := s.nm.ResourceVersion
 		if err := r.Client.Update(ctx, s.nm); err != nil {
 			return requeueOnConflict(err)
 		}
+		r.wrote(replaced, s.nm)
 	}
 	if nodestate.InMaintenance(s.node) {
 		return ctrl.Result{}, nil

@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"reflect"
 	"sort"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -114,7 +115,35 @@ func (r *NodeMaintenanceReconciler) writeStatus(ctx context.Context, nm *nmv1bet
 	}
 	status.LastUpdate = metav1.NewTime(r.now())
 	nm.Status = *status
-	return r.Client.Status().Update(ctx, nm)
+	replaced := nm.ResourceVersion
+	if err := r.Client.Status().Update(ctx, nm); err != nil {
+		return err
+	}
+	r.wrote(replaced, nm)
+	return nil
+}
+
+// statusInterval is how often at most the status of a drain in progress is
+// written when only its counts changed (onlyCounts): pods that left, the
+// pending list and the messages that count them. A change of phase, of a
+// condition's status or reason, or of lastError is written at once, and so
+// is the end of the drain.
+const statusInterval = time.Second
+
+// onlyCounts reports whether next differs from stored in the drain's counts
+// alone: same phase and lastError, and the same conditions with the same
+// status and reason (their messages may count pods).
+func onlyCounts(stored, next *nmv1beta1.NodeMaintenanceStatus) bool {
+	if stored.Phase != next.Phase || stored.LastError != next.LastError || len(stored.Conditions) != len(next.Conditions) {
+		return false
+	}
+	for _, c := range next.Conditions {
+		old := meta.FindStatusCondition(stored.Conditions, c.Type)
+		if old == nil || old.Status != c.Status || old.Reason != c.Reason {
+			return false
+		}
+	}
+	return true
 }
 
 // drainProgress is the percentage of the pods to evict that are gone,

@@ -19,6 +19,14 @@ type progress struct {
 	evicted         map[types.UID]time.Time
 	blockedBackoff  time.Duration
 	lastLeaseFailed time.Time
+	// lastProgressWrite is when a pass last wrote the status of a drain in
+	// progress (statusInterval).
+	lastProgressWrite time.Time
+	// written is the object as this process last wrote it, and superseded
+	// the resourceVersions its writes replaced since the cache last caught
+	// up (newest).
+	written    *nmv1beta1.NodeMaintenance
+	superseded map[string]bool
 }
 
 func (r *NodeMaintenanceReconciler) progressOf(nm *nmv1beta1.NodeMaintenance) *progress {
@@ -33,6 +41,41 @@ func (r *NodeMaintenanceReconciler) progressOf(nm *nmv1beta1.NodeMaintenance) *p
 		r.state[nm.UID] = p
 	}
 	return p
+}
+
+// wrote remembers nm as this process has just written it, over the
+// resourceVersion replaced.
+func (r *NodeMaintenanceReconciler) wrote(replaced string, nm *nmv1beta1.NodeMaintenance) {
+	p := r.progressOf(nm)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.superseded == nil {
+		p.superseded = map[string]bool{}
+	}
+	p.superseded[replaced] = true
+	p.written = nm.DeepCopy()
+}
+
+// newest returns this process's own latest write of nm when the cache still
+// shows a version that write replaced, and nm otherwise. A pass started by
+// an event that arrived before the cache saw our previous write would
+// otherwise decide on the older object and lose its own write to a conflict
+// (and the conflict's requeue): the common case while pods leave a node
+// fast. Anyone else's write since ours still makes our next write conflict,
+// as before.
+func (r *NodeMaintenanceReconciler) newest(nm *nmv1beta1.NodeMaintenance) *nmv1beta1.NodeMaintenance {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.state[nm.UID]
+	if !ok || p.written == nil {
+		return nm
+	}
+	if p.superseded[nm.ResourceVersion] {
+		return p.written.DeepCopy()
+	}
+	// The cache shows our write or a later one: it caught up.
+	p.written, p.superseded = nil, nil
+	return nm
 }
 
 func (r *NodeMaintenanceReconciler) forget(nm *nmv1beta1.NodeMaintenance) {

@@ -76,3 +76,30 @@ func TestBoundedError(t *testing.T) {
 		t.Errorf("a message of exactly the bound was cut: %d bytes", len(got))
 	}
 }
+
+func TestOnlyCounts(t *testing.T) {
+	base := nmv1beta1.NodeMaintenanceStatus{Phase: nmv1beta1.MaintenanceRunning, EvictionPods: 3, PendingPods: []string{"a", "b"},
+		Conditions: []metav1.Condition{{Type: nmv1beta1.ConditionDrained, Status: metav1.ConditionFalse, Reason: nmv1beta1.ReasonDraining, Message: "2 pods still to leave the node"}}}
+	for _, tc := range []struct {
+		name string
+		edit func(*nmv1beta1.NodeMaintenanceStatus)
+		want bool
+	}{
+		{"a pod fewer", func(s *nmv1beta1.NodeMaintenanceStatus) {
+			s.PendingPods, s.DrainProgress, s.Conditions[0].Message = []string{"b"}, 66, "1 pods still to leave the node"
+		}, true},
+		{"phase", func(s *nmv1beta1.NodeMaintenanceStatus) { s.Phase = nmv1beta1.MaintenanceSucceeded }, false},
+		{"lastError", func(s *nmv1beta1.NodeMaintenanceStatus) { s.LastError = "refused" }, false},
+		{"condition reason", func(s *nmv1beta1.NodeMaintenanceStatus) { s.Conditions[0].Reason = nmv1beta1.ReasonBlockedByPDB }, false},
+		{"condition status", func(s *nmv1beta1.NodeMaintenanceStatus) { s.Conditions[0].Status = metav1.ConditionTrue }, false},
+		{"new condition", func(s *nmv1beta1.NodeMaintenanceStatus) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: nmv1beta1.ConditionCordoned, Status: metav1.ConditionTrue})
+		}, false},
+	} {
+		next := base.DeepCopy()
+		tc.edit(next)
+		if got := onlyCounts(&base, next); got != tc.want {
+			t.Errorf("%s: onlyCounts = %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
