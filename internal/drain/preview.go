@@ -3,6 +3,7 @@ package drain
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -48,6 +49,10 @@ type PreviewInput struct {
 	// NoCapacity, when set, says why the capacity is not estimated (a
 	// reader bounded what it lists); Nodes and OtherPods are then partial.
 	NoCapacity string
+	// NoOutageCheck maps the namespaces whose other pods a bounded reader
+	// did not list to why: whether their workloads have ready replicas
+	// elsewhere is not checked.
+	NoOutageCheck map[string]string
 	// ReplicaSets of the pods' namespaces name the Deployment of a
 	// ReplicaSet's pod; without them the ReplicaSet is the workload.
 	ReplicaSets []appsv1.ReplicaSet
@@ -127,6 +132,9 @@ type Preview struct {
 	Unplaced []types.NamespacedName
 	// NoCapacity says why the capacity was not estimated; empty when it was.
 	NoCapacity string
+	// NoOutageCheck says, per namespace, why its workloads were not checked
+	// for replicas elsewhere (AllReplicasOnNode).
+	NoOutageCheck map[string]string
 }
 
 // Wait reasons of Preview.WaitFor.
@@ -178,7 +186,9 @@ func NewPreview(in PreviewInput) (Preview, error) {
 	// nothing, needs no room, and no budget refuses it.
 	running := slices.DeleteFunc(slices.Clone(evicted), finished)
 	p.Risks = append(p.Risks, budgetRisks(running, in.Budgets)...)
-	p.Risks = append(p.Risks, outageRisks(in.Node.Name, running, in.OtherPods, in.ReplicaSets)...)
+	checked := slices.DeleteFunc(slices.Clone(running), func(pod corev1.Pod) bool { return in.NoOutageCheck[pod.Namespace] != "" })
+	p.Risks = append(p.Risks, outageRisks(in.Node.Name, checked, in.OtherPods, in.ReplicaSets)...)
+	p.NoOutageCheck = in.NoOutageCheck
 	p.Risks = append(p.Risks, podRisks(running)...)
 	if err := validation.ValidateControlPlane(in.Node, in.Policy); err != nil {
 		p.Risks = append(p.Risks, Risk{Kind: RiskGuard, Subject: "node " + in.Node.Name, Message: err.Error()})
@@ -235,6 +245,10 @@ func (p Preview) Summary() string {
 	s += fmt.Sprintf(" and wait for %d; %s, %s", len(p.WaitFor), count(blockers, "blocker"), count(len(p.Risks)-blockers, "warning"))
 	if p.NoCapacity != "" {
 		s += "; room on the other nodes not estimated: " + p.NoCapacity
+	}
+	if len(p.NoOutageCheck) > 0 {
+		why := slices.Sorted(maps.Values(p.NoOutageCheck))
+		s += "; whether workloads have ready replicas elsewhere not checked: " + strings.Join(why, ", ")
 	}
 	return s
 }

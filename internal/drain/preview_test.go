@@ -297,6 +297,24 @@ func TestPreviewWithoutCapacity(t *testing.T) {
 	}
 }
 
+// A namespace whose other pods a bounded reader did not list gets no
+// AllReplicasOnNode risk (it would be a guess), and the summary says so.
+func TestPreviewWithoutOutageCheck(t *testing.T) {
+	in := PreviewInput{Pods: []corev1.Pod{pod("cart-1-x", controlled("ReplicaSet", "cart-1"), isReady)},
+		Nodes: []corev1.Node{previewNode("n1", "8", "16Gi", "110")}}
+	if got := kinds(mustPreview(t, in)); !slices.Equal(got, []string{"AllReplicasOnNode ReplicaSet ns/cart-1"}) {
+		t.Fatalf("with the namespace listed, risks = %q", got)
+	}
+	in.NoOutageCheck = map[string]string{"ns": "namespace ns has more than 500 pods"}
+	p := mustPreview(t, in)
+	if got := kinds(p); len(got) != 0 {
+		t.Errorf("without the namespace's pods, risks = %q, want none", got)
+	}
+	if want := "; whether workloads have ready replicas elsewhere not checked: namespace ns has more than 500 pods"; !strings.HasSuffix(p.Summary(), want) {
+		t.Errorf("Summary() = %q, want it to end with %q", p.Summary(), want)
+	}
+}
+
 // The guards are blockers of the preview: a control-plane node, and the last
 // schedulable node once every node was listed, unless the policy allows it.
 func TestPreviewGuards(t *testing.T) {

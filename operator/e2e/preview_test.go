@@ -201,6 +201,7 @@ func TestDrainPreviewCapacity(t *testing.T) {
 	}{
 		{live.Bounds{Nodes: 2}, "the cluster has more than 2 nodes"},
 		{live.Bounds{Nodes: 1000, Pods: 2}, "the cluster has more than 2 pods"},
+		{live.Bounds{Nodes: 1000, Pods: 1}, "the cluster has more than 1 pods"},
 		{live.Bounds{Nodes: 1000, Pods: 100000}, ""},
 	} {
 		p, err := live.PreviewWithin(bg(), c.Client, node, nil, time.Now(), tt.bounds)
@@ -209,6 +210,11 @@ func TestDrainPreviewCapacity(t *testing.T) {
 		}
 		if p.NoCapacity != tt.why || len(p.Evict) != 2 {
 			t.Errorf("bounds %+v: NoCapacity %q, want %q; evicted %v, want the 2 big pods", tt.bounds, p.NoCapacity, tt.why, p.Evict)
+		}
+		// The pods bound also bounds the list of the pods' namespace (2
+		// pods).
+		if unchecked := len(p.NoOutageCheck) > 0; unchecked != (tt.bounds.Pods == 1) {
+			t.Errorf("bounds %+v: NoOutageCheck %v", tt.bounds, p.NoOutageCheck)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -56,22 +57,58 @@ var notFinished = fields.AndSelectors(fields.OneTermNotEqualSelector("status.pha
 
 // Read reads the preview's inputs for a node (without Policy and Now).
 func Read(ctx context.Context, r client.Reader, nodeName string, b Bounds) (drain.PreviewInput, error) {
-	var in drain.PreviewInput
 	node := &corev1.Node{}
 	if err := r.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
 		if apierrors.IsNotFound(err) {
-			return in, fmt.Errorf("node %q does not exist: %w", nodeName, ErrNodeNotFound)
+			return drain.PreviewInput{}, fmt.Errorf("node %q does not exist: %w", nodeName, ErrNodeNotFound)
 		}
-		return in, fmt.Errorf("read node %s: %w", nodeName, err)
+		return drain.PreviewInput{}, fmt.Errorf("read node %s: %w", nodeName, err)
 	}
-	in.Node = node
-	// The pods bound to the node, finished ones included (the drain evicts
-	// them); the same field selector as kubectl drain.
+	return ReadFor(ctx, r, node, b)
+}
+
+// ReadFor is Read for a node the caller has read already (the webhook). The
+// reads are made in two rounds of concurrent requests: first the node's pods
+// and the cluster's size, then what those decide (the namespaces' budgets,
+// ReplicaSets and pods, and the nodes and pods of a small cluster), so that
+// a preview costs two round trips to the API server, not one per read.
+func ReadFor(ctx context.Context, r client.Reader, node *corev1.Node, b Bounds) (drain.PreviewInput, error) {
+	in := drain.PreviewInput{Node: node}
 	onNode := &corev1.PodList{}
-	if err := r.List(ctx, onNode, client.MatchingFields{"spec.nodeName": nodeName}); err != nil {
-		return in, fmt.Errorf("list the pods of node %s: %w", nodeName, err)
+	var smallNodes, smallPods bool
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		// The pods bound to the node, finished ones included (the drain
+		// evicts them); the same field selector as kubectl drain.
+		if err := r.List(gctx, onNode, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
+			return fmt.Errorf("list the pods of node %s: %w", node.Name, err)
+		}
+		return nil
+	})
+	// A list of one item says how many nodes and pods there are: the
+	// capacity estimate lists them all only when the bounds allow.
+	g.Go(func() (err error) {
+		if smallNodes, err = within(gctx, r, &corev1.NodeList{}, b.Nodes); err != nil {
+			return fmt.Errorf("count nodes: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() (err error) {
+		if smallPods, err = within(gctx, r, &corev1.PodList{}, b.Pods); err != nil {
+			return fmt.Errorf("count pods: %w", err)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return in, err
 	}
 	in.Pods = onNode.Items
+	switch {
+	case !smallNodes:
+		in.NoCapacity = fmt.Sprintf("the cluster has more than %d nodes", b.Nodes)
+	case !smallPods:
+		in.NoCapacity = fmt.Sprintf("the cluster has more than %d pods", b.Pods)
+	}
 	var namespaces []string
 	for i := range in.Pods {
 		if !slices.Contains(namespaces, in.Pods[i].Namespace) {
@@ -80,61 +117,86 @@ func Read(ctx context.Context, r client.Reader, nodeName string, b Bounds) (drai
 	}
 	slices.Sort(namespaces)
 
-	// The nodes and the pods that still run elsewhere (finished pods hold
-	// no room), for the capacity estimate, when the bounds allow: a list of
-	// one item says how many there are.
-	switch small, err := within(ctx, r, &corev1.NodeList{}, b.Nodes); {
-	case err != nil:
-		return in, fmt.Errorf("count nodes: %w", err)
-	case !small:
-		in.NoCapacity = fmt.Sprintf("the cluster has more than %d nodes", b.Nodes)
+	g, gctx = errgroup.WithContext(ctx)
+	budgets := make([][]policyv1.PodDisruptionBudget, len(namespaces))
+	replicaSets := make([][]appsv1.ReplicaSet, len(namespaces))
+	for i, ns := range namespaces {
+		g.Go(func() error {
+			pdbs := &policyv1.PodDisruptionBudgetList{}
+			if err := r.List(gctx, pdbs, client.InNamespace(ns)); err != nil {
+				return fmt.Errorf("list the PodDisruptionBudgets of namespace %s: %w", ns, err)
+			}
+			budgets[i] = pdbs.Items
+			return nil
+		})
+		g.Go(func() error {
+			rss := &appsv1.ReplicaSetList{}
+			if err := r.List(gctx, rss, client.InNamespace(ns)); err != nil {
+				return fmt.Errorf("list the ReplicaSets of namespace %s: %w", ns, err)
+			}
+			replicaSets[i] = rss.Items
+			return nil
+		})
 	}
+	nodes, running := &corev1.NodeList{}, &corev1.PodList{}
+	nsPods := make([][]corev1.Pod, len(namespaces))
+	unchecked := make([]string, len(namespaces))
 	if in.NoCapacity == "" {
-		switch small, err := within(ctx, r, &corev1.PodList{}, b.Pods); {
-		case err != nil:
-			return in, fmt.Errorf("count pods: %w", err)
-		case !small:
-			in.NoCapacity = fmt.Sprintf("the cluster has more than %d pods", b.Pods)
-		}
-	}
-	running := &corev1.PodList{}
-	if in.NoCapacity == "" {
-		nodes := &corev1.NodeList{}
-		if err := r.List(ctx, nodes); err != nil {
-			return in, fmt.Errorf("list nodes: %w", err)
-		}
-		in.Nodes = nodes.Items
-		if err := r.List(ctx, running, client.MatchingFieldsSelector{Selector: notFinished}); err != nil {
-			return in, fmt.Errorf("list the pods of the other nodes: %w", err)
-		}
+		// The nodes and the pods that still run elsewhere (finished pods
+		// hold no room), for the capacity estimate.
+		g.Go(func() error {
+			if err := r.List(gctx, nodes); err != nil {
+				return fmt.Errorf("list nodes: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			if err := r.List(gctx, running, client.MatchingFieldsSelector{Selector: notFinished}); err != nil {
+				return fmt.Errorf("list the pods of the other nodes: %w", err)
+			}
+			return nil
+		})
 	} else {
 		// Whether a workload has ready replicas elsewhere needs only the
-		// pods of its own namespace.
-		running.Items = nil
-		for _, ns := range namespaces {
-			pods := &corev1.PodList{}
-			if err := r.List(ctx, pods, client.InNamespace(ns), client.MatchingFieldsSelector{Selector: notFinished}); err != nil {
-				return in, fmt.Errorf("list the pods of namespace %s: %w", ns, err)
+		// pods of its own namespace, within the same bound.
+		for i, ns := range namespaces {
+			g.Go(func() error {
+				small, err := within(gctx, r, &corev1.PodList{}, b.Pods, client.InNamespace(ns))
+				if err != nil {
+					return fmt.Errorf("count the pods of namespace %s: %w", ns, err)
+				}
+				if !small {
+					unchecked[i] = fmt.Sprintf("namespace %s has more than %d pods", ns, b.Pods)
+					return nil
+				}
+				pods := &corev1.PodList{}
+				if err := r.List(gctx, pods, client.InNamespace(ns), client.MatchingFieldsSelector{Selector: notFinished}); err != nil {
+					return fmt.Errorf("list the pods of namespace %s: %w", ns, err)
+				}
+				nsPods[i] = pods.Items
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return in, err
+	}
+	in.Nodes = nodes.Items
+	for i, ns := range namespaces {
+		in.Budgets = append(in.Budgets, budgets[i]...)
+		in.ReplicaSets = append(in.ReplicaSets, replicaSets[i]...)
+		running.Items = append(running.Items, nsPods[i]...)
+		if unchecked[i] != "" {
+			if in.NoOutageCheck == nil {
+				in.NoOutageCheck = map[string]string{}
 			}
-			running.Items = append(running.Items, pods.Items...)
+			in.NoOutageCheck[ns] = unchecked[i]
 		}
 	}
 	for i := range running.Items {
-		if n := running.Items[i].Spec.NodeName; n != "" && n != nodeName {
+		if n := running.Items[i].Spec.NodeName; n != "" && n != node.Name {
 			in.OtherPods = append(in.OtherPods, running.Items[i])
 		}
-	}
-	for _, ns := range namespaces {
-		pdbs := &policyv1.PodDisruptionBudgetList{}
-		if err := r.List(ctx, pdbs, client.InNamespace(ns)); err != nil {
-			return in, fmt.Errorf("list the PodDisruptionBudgets of namespace %s: %w", ns, err)
-		}
-		in.Budgets = append(in.Budgets, pdbs.Items...)
-		rss := &appsv1.ReplicaSetList{}
-		if err := r.List(ctx, rss, client.InNamespace(ns)); err != nil {
-			return in, fmt.Errorf("list the ReplicaSets of namespace %s: %w", ns, err)
-		}
-		in.ReplicaSets = append(in.ReplicaSets, rss.Items...)
 	}
 	return in, nil
 }
@@ -142,11 +204,11 @@ func Read(ctx context.Context, r client.Reader, nodeName string, b Bounds) (drai
 // within reports whether the API server holds at most max objects of the
 // list's kind, from a list of one: the rest is its remainingItemCount. Zero
 // is no bound.
-func within(ctx context.Context, r client.Reader, list client.ObjectList, max int64) (bool, error) {
+func within(ctx context.Context, r client.Reader, list client.ObjectList, max int64, opts ...client.ListOption) (bool, error) {
 	if max == 0 {
 		return true, nil
 	}
-	if err := r.List(ctx, list, client.Limit(1)); err != nil {
+	if err := r.List(ctx, list, append(opts, client.Limit(1))...); err != nil {
 		return false, err
 	}
 	if list.GetContinue() == "" {

@@ -6,9 +6,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain/live"
 )
 
@@ -36,10 +38,15 @@ const (
 // admitted: what a drain of the node would do now and its risks
 // (drain.Preview), which kubectl prints. It never refuses: a preview that
 // fails or runs out of time is a warning too.
-func (v *Validator) previewWarnings(ctx context.Context, nm *nmv1beta1.NodeMaintenance) admission.Warnings {
+func (v *Validator) previewWarnings(ctx context.Context, nm *nmv1beta1.NodeMaintenance, node *corev1.Node) admission.Warnings {
 	ctx, cancel := context.WithTimeout(ctx, PreviewTimeout)
 	defer cancel()
-	p, err := live.PreviewWithin(ctx, v.Reader, nm.Spec.NodeName, nm.Spec.Drain, v.now(), PreviewBounds)
+	in, err := live.ReadFor(ctx, v.Reader, node, PreviewBounds)
+	var p drain.Preview
+	if err == nil {
+		in.Policy, in.Now = nm.Spec.Drain, v.now()
+		p, err = drain.NewPreview(in)
+	}
 	if err != nil {
 		return admission.Warnings{bounded(fmt.Sprintf("could not preview the drain of node %s (%v); the NodeMaintenance is admitted all the same", nm.Spec.NodeName, err))}
 	}

@@ -74,10 +74,11 @@ func (v *Validator) SetupWithManager(mgr ctrl.Manager) error {
 // so that with several replicas the one that admitted or refused a create
 // can be found.
 func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (admission.Warnings, error) {
-	warnings, err := v.validateCreate(ctx, nm)
+	node, err := v.validateCreate(ctx, nm)
+	var warnings admission.Warnings
 	if err == nil && v.PreviewDrain {
 		// What the drain will do, as warnings; never a refusal.
-		warnings = append(warnings, v.previewWarnings(ctx, nm)...)
+		warnings = v.previewWarnings(ctx, nm, node)
 	}
 	log := logf.FromContext(ctx).WithValues("nodeMaintenance", nm.Name, "node", nm.Spec.NodeName)
 	if err != nil {
@@ -88,7 +89,8 @@ func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 	return warnings, err
 }
 
-func (v *Validator) validateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (admission.Warnings, error) {
+// validateCreate decides, and returns the node it read live.
+func (v *Validator) validateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (*corev1.Node, error) {
 	if err := validation.ValidateNodeName(nm.Spec.NodeName); err != nil {
 		return nil, err
 	}
@@ -110,6 +112,9 @@ func (v *Validator) validateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 	defer v.mu.Unlock()
 	for attempt := 1; ; attempt++ {
 		err := v.admit(ctx, nm)
+		if err == nil {
+			return node, nil
+		}
 		if !ledger.Retryable(err) {
 			return nil, err
 		}
