@@ -64,15 +64,26 @@ func Read(ctx context.Context, r client.Reader, nodeName string, b Bounds) (drai
 		}
 		return drain.PreviewInput{}, fmt.Errorf("read node %s: %w", nodeName, err)
 	}
-	return ReadFor(ctx, r, node, b)
+	return ReadFor(ctx, r, Known{Node: node}, b)
 }
 
-// ReadFor is Read for a node the caller has read already (the webhook). The
+// Known is what a caller of ReadFor has read already.
+type Known struct {
+	// Node is the node to drain.
+	Node *corev1.Node
+	// Nodes, when not nil, are every node of the cluster (the webhook's
+	// guard lists them): they are not read again.
+	Nodes []corev1.Node
+}
+
+// ReadFor is Read for a node, and maybe the nodes, the caller has read
+// already (the webhook). The
 // reads are made in two rounds of concurrent requests: first the node's pods
 // and the cluster's size, then what those decide (the namespaces' budgets,
 // ReplicaSets and pods, and the nodes and pods of a small cluster), so that
 // a preview costs two round trips to the API server, not one per read.
-func ReadFor(ctx context.Context, r client.Reader, node *corev1.Node, b Bounds) (drain.PreviewInput, error) {
+func ReadFor(ctx context.Context, r client.Reader, known Known, b Bounds) (drain.PreviewInput, error) {
+	node := known.Node
 	in := drain.PreviewInput{Node: node}
 	onNode := &corev1.PodList{}
 	var smallNodes, smallPods bool
@@ -87,12 +98,16 @@ func ReadFor(ctx context.Context, r client.Reader, node *corev1.Node, b Bounds) 
 	})
 	// A list of one item says how many nodes and pods there are: the
 	// capacity estimate lists them all only when the bounds allow.
-	g.Go(func() (err error) {
-		if smallNodes, err = within(gctx, r, &corev1.NodeList{}, b.Nodes); err != nil {
-			return fmt.Errorf("count nodes: %w", err)
-		}
-		return nil
-	})
+	if known.Nodes != nil {
+		smallNodes = b.Nodes == 0 || int64(len(known.Nodes)) <= b.Nodes
+	} else {
+		g.Go(func() (err error) {
+			if smallNodes, err = within(gctx, r, &corev1.NodeList{}, b.Nodes); err != nil {
+				return fmt.Errorf("count nodes: %w", err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() (err error) {
 		if smallPods, err = within(gctx, r, &corev1.PodList{}, b.Pods); err != nil {
 			return fmt.Errorf("count pods: %w", err)
@@ -144,7 +159,11 @@ func ReadFor(ctx context.Context, r client.Reader, node *corev1.Node, b Bounds) 
 	if in.NoCapacity == "" {
 		// The nodes and the pods that still run elsewhere (finished pods
 		// hold no room), for the capacity estimate.
+		nodes.Items = known.Nodes
 		g.Go(func() error {
+			if known.Nodes != nil {
+				return nil
+			}
 			if err := r.List(gctx, nodes); err != nil {
 				return fmt.Errorf("list nodes: %w", err)
 			}

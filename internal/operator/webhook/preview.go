@@ -6,7 +6,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
@@ -38,10 +37,10 @@ const (
 // admitted: what a drain of the node would do now and its risks
 // (drain.Preview), which kubectl prints. It never refuses: a preview that
 // fails or runs out of time is a warning too.
-func (v *Validator) previewWarnings(ctx context.Context, nm *nmv1beta1.NodeMaintenance, node *corev1.Node) admission.Warnings {
+func (v *Validator) previewWarnings(ctx context.Context, nm *nmv1beta1.NodeMaintenance, known live.Known) admission.Warnings {
 	ctx, cancel := context.WithTimeout(ctx, PreviewTimeout)
 	defer cancel()
-	in, err := live.ReadFor(ctx, v.Reader, node, PreviewBounds)
+	in, err := live.ReadFor(ctx, v.Reader, known, PreviewBounds)
 	var p drain.Preview
 	if err == nil {
 		in.Policy, in.Now = nm.Spec.Drain, v.now()

@@ -20,6 +20,7 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain/live"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 )
@@ -74,11 +75,11 @@ func (v *Validator) SetupWithManager(mgr ctrl.Manager) error {
 // so that with several replicas the one that admitted or refused a create
 // can be found.
 func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (admission.Warnings, error) {
-	node, err := v.validateCreate(ctx, nm)
+	known, err := v.validateCreate(ctx, nm)
 	var warnings admission.Warnings
 	if err == nil && v.PreviewDrain {
 		// What the drain will do, as warnings; never a refusal.
-		warnings = v.previewWarnings(ctx, nm, node)
+		warnings = v.previewWarnings(ctx, nm, known)
 	}
 	log := logf.FromContext(ctx).WithValues("nodeMaintenance", nm.Name, "node", nm.Spec.NodeName)
 	if err != nil {
@@ -89,23 +90,25 @@ func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 	return warnings, err
 }
 
-// validateCreate decides, and returns the node it read live.
-func (v *Validator) validateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (*corev1.Node, error) {
+// validateCreate decides, and returns what it read live of the node and,
+// when the guard listed them all, of the nodes: the preview reuses them.
+func (v *Validator) validateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (live.Known, error) {
 	if err := validation.ValidateNodeName(nm.Spec.NodeName); err != nil {
-		return nil, err
+		return live.Known{}, err
 	}
 	if err := validation.ValidateDrain(nm.Spec.Drain, v.AllowForceDrain); err != nil {
-		return nil, err
+		return live.Known{}, err
 	}
 	node := &corev1.Node{}
 	if err := v.Reader.Get(ctx, client.ObjectKey{Name: nm.Spec.NodeName}, node); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("node %q does not exist: a NodeMaintenance must name an existing node (see kubectl get nodes)", nm.Spec.NodeName)
+			return live.Known{}, fmt.Errorf("node %q does not exist: a NodeMaintenance must name an existing node (see kubectl get nodes)", nm.Spec.NodeName)
 		}
-		return nil, fmt.Errorf("cannot check that node %q exists: %w", nm.Spec.NodeName, err)
+		return live.Known{}, fmt.Errorf("cannot check that node %q exists: %w", nm.Spec.NodeName, err)
 	}
-	if err := v.checkNodeGuards(ctx, nm, node); err != nil {
-		return nil, err
+	nodes, err := v.checkNodeGuards(ctx, nm, node)
+	if err != nil {
+		return live.Known{}, err
 	}
 
 	v.mu.Lock()
@@ -113,13 +116,13 @@ func (v *Validator) validateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 	for attempt := 1; ; attempt++ {
 		err := v.admit(ctx, nm)
 		if err == nil {
-			return node, nil
+			return live.Known{Node: node, Nodes: nodes}, nil
 		}
 		if !ledger.Retryable(err) {
-			return nil, err
+			return live.Known{}, err
 		}
 		if attempt == ledger.Attempts {
-			return nil, fmt.Errorf("cannot record the admission of NodeMaintenance %q for node %q: the admission ledger %s/%s changed %d times in a row under concurrent creates; try again",
+			return live.Known{}, fmt.Errorf("cannot record the admission of NodeMaintenance %q for node %q: the admission ledger %s/%s changed %d times in a row under concurrent creates; try again",
 				nm.Name, nm.Spec.NodeName, lease.Namespace, ledger.LedgerName, attempt)
 		}
 	}
@@ -229,28 +232,33 @@ func (v *Validator) checkMaxUnavailable(ctx context.Context, nm *nmv1beta1.NodeM
 // checkNodeGuards refuses a control-plane node and the last schedulable node
 // unless spec.drain allows them (validation.ValidateNodeGuards). The nodes
 // are read a page at a time, and only until another schedulable node shows
-// up, so that a large cluster costs one small read.
-func (v *Validator) checkNodeGuards(ctx context.Context, nm *nmv1beta1.NodeMaintenance, node *corev1.Node) error {
+// up, so that a large cluster costs one small read. It returns the nodes
+// when it read every one of them (the first page was the last), else nil.
+func (v *Validator) checkNodeGuards(ctx context.Context, nm *nmv1beta1.NodeMaintenance, node *corev1.Node) ([]corev1.Node, error) {
 	if err := validation.ValidateControlPlane(node, nm.Spec.Drain); err != nil {
-		return err
+		return nil, err
 	}
 	if nm.Spec.Drain != nil && nm.Spec.Drain.AllowLastSchedulableNode {
-		return nil
+		return nil, nil
 	}
 	var seen []corev1.Node
 	page := &corev1.NodeList{}
-	for {
+	for first := true; ; first = false {
 		if err := v.Reader.List(ctx, page, client.Limit(nodePageSize), client.Continue(page.Continue)); err != nil {
-			return fmt.Errorf("cannot list the nodes to check that node %q is not the last schedulable one: %w", nm.Spec.NodeName, err)
+			return nil, fmt.Errorf("cannot list the nodes to check that node %q is not the last schedulable one: %w", nm.Spec.NodeName, err)
+		}
+		var all []corev1.Node
+		if first && page.Continue == "" {
+			all = page.Items
 		}
 		for i := range page.Items {
 			if page.Items[i].Name != node.Name && validation.Unschedulable(&page.Items[i]) == "" {
-				return nil
+				return all, nil
 			}
 		}
 		seen = append(seen, page.Items...)
 		if page.Continue == "" {
-			return validation.ValidateLastSchedulable(node, seen, nm.Spec.Drain)
+			return seen, validation.ValidateLastSchedulable(node, seen, nm.Spec.Drain)
 		}
 	}
 }
