@@ -127,11 +127,10 @@ func (m *Manager) Obtain(ctx context.Context, nodeName string) error {
 	return nil
 }
 
+// create creates the node's lease, held by us. Its namespace is created
+// only when the API server says it is missing (the first lease of a
+// cluster), not on every create.
 func (m *Manager) create(ctx context.Context, nodeName string) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
-	if err := m.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s for the node leases: %w", Namespace, err)
-	}
 	now := metav1.NewMicroTime(m.now())
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: Name(nodeName)},
@@ -143,7 +142,15 @@ func (m *Manager) create(ctx context.Context, nodeName string) error {
 			LeaseTransitions:     ptr.To[int32](0),
 		},
 	}
-	if err := m.Client.Create(ctx, l); err != nil {
+	err := m.Client.Create(ctx, l.DeepCopy())
+	if apierrors.IsNotFound(err) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+		if err := m.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s for the node leases: %w", Namespace, err)
+		}
+		err = m.Client.Create(ctx, l)
+	}
+	if err != nil {
 		return fmt.Errorf("create lease %s/%s: %w", Namespace, Name(nodeName), err)
 	}
 	return nil

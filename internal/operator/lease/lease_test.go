@@ -1,0 +1,53 @@
+package lease
+
+import (
+	"context"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+// The namespace of the leases is created when the API server says it is
+// missing, and not asked for on every lease.
+func TestObtainCreatesTheNamespaceOnlyWhenMissing(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	namespaces := 0
+	nsExists := false
+	c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			switch obj.(type) {
+			case *corev1.Namespace:
+				namespaces++
+				nsExists = true
+			case *coordinationv1.Lease:
+				if !nsExists { // what the API server answers in a missing namespace
+					return apierrors.NewNotFound(corev1.Resource("namespaces"), Namespace)
+				}
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}).Build()
+	m := &Manager{Client: c}
+	for _, node := range []string{"node01", "node02"} {
+		if err := m.Obtain(context.Background(), node); err != nil {
+			t.Fatalf("obtain the lease of %s: %v", node, err)
+		}
+		l := &coordinationv1.Lease{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: Namespace, Name: Name(node)}, l); err != nil {
+			t.Fatalf("lease of %s: %v", node, err)
+		}
+	}
+	if namespaces != 1 {
+		t.Errorf("%d namespace creates for two leases, want 1 (the first, when it was missing)", namespaces)
+	}
+}
