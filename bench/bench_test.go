@@ -144,9 +144,17 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 // (BENCH_ROUNDS, 8 by default) of the same operator process. Each round
 // puts the Deployment's 30 pods back on its node, then drains it; the
 // operator's maintenance is deleted (the node restored) before the next.
+//
+// BENCH_P1R=prefer refills the node the way the issue's outside
+// measurement did: the pods prefer the node (preferred node affinity)
+// instead of being forced there, and after each round the maintenance is
+// deleted, then every pod, so that their replacements land back on the
+// node by preference; the round starts once 30 of them run again,
+// wherever the scheduler put them.
 func BenchmarkP1R(b *testing.B) {
 	const pods = 30
 	rounds := envInt("BENCH_ROUNDS", 8)
+	prefer := os.Getenv("BENCH_P1R") == "prefer"
 	c := testcluster.Get(b)
 	w := watchClient(b, c)
 	ns := c.Namespace(b)
@@ -156,25 +164,45 @@ func BenchmarkP1R(b *testing.B) {
 		app         string
 		times       []time.Duration
 		admissions  []time.Duration
+		spans       []span
+		onNode      []int
 	}
 	lanes := map[string]*lane{}
 	for _, side := range []string{opSide, limitSide} {
 		pool := c.NewPool(b)
 		l := &lane{pool: pool, node: pool.AddNode(b, "").Name, spare: pool.AddNode(b, "").Name, app: testcluster.UniqueName(b, "app")}
-		c.CreateDeployment(b, ns, l.app, pods, pool.Selector())
+		var opts []testcluster.PodOption
+		if prefer {
+			opts = append(opts, testcluster.WithPreferredNode(l.node))
+		}
+		c.CreateDeployment(b, ns, l.app, pods, pool.Selector(), opts...)
 		lanes[side] = l
 	}
 	for i := range rounds {
 		eachRun(b, fmt.Sprintf("P1R/round%d", i), func(t testing.TB) {
 			for _, side := range []string{opSide, limitSide} {
 				l := lanes[side]
-				refill(t, c, ns, l.app, l.node, l.spare, pods)
+				if prefer {
+					l.onNode = append(l.onNode, settle(t, c, ns, l.app, l.node, pods))
+				} else {
+					refill(t, c, ns, l.app, l.node, l.spare, pods)
+					l.onNode = append(l.onNode, pods)
+				}
 				if side == opSide {
 					l.times = append(l.times, operatorDrain(t, c, w, []string{l.node}))
 					l.admissions = append(l.admissions, lastAdmission)
+					l.spans = append(l.spans, lastDrain)
+					if prefer {
+						endMaintenance(t, c, l.node)
+					}
 				} else {
 					l.times = append(l.times, limitDrainAll(t, c, []string{l.node}))
 					uncordon(t, c, l.node)
+				}
+				if prefer {
+					if err := c.Client.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns), client.MatchingLabels{"app": l.app}); err != nil {
+						t.Fatalf("delete the pods of %s: %v", l.app, err)
+					}
 				}
 			}
 		})
@@ -187,10 +215,10 @@ func BenchmarkP1R(b *testing.B) {
 			Row{Scenario: "P1R", Side: side + ", change per round (least-squares slope)", Sample: Sample{Values: []float64{s.Slope()}, Unit: "s"}},
 			Row{Scenario: "P1R", Side: side + ", second half of the rounds", Sample: second, Ratio: second.Median() / first.Median(), Of: "its first half"},
 		)
-		b.Logf("P1R %s, round by round: %v", side, lanes[side].times)
+		b.Logf("P1R %s, round by round: %v (pods on the node: %v)", side, lanes[side].times, lanes[side].onNode)
 	}
 	if tracing {
-		writeTrace(b, c, "p1r-trace.txt", lastDrain)
+		writeTrace(b, c, "p1r-trace.txt", lanes[opSide].spans...)
 	}
 	op, limit := Seconds(lanes[opSide].times), Seconds(lanes[limitSide].times)
 	admission := Seconds(lanes[opSide].admissions)
@@ -199,6 +227,58 @@ func BenchmarkP1R(b *testing.B) {
 		Row{Scenario: "P1R", Side: opSide + ", of it the create's return (admission webhook and store)", Sample: admission,
 			Ratio: admission.Median() / op.Median(), Of: "the operator's time"},
 	)
+}
+
+// settle waits until pods pods of the Deployment app run (none of them
+// terminating), wherever the scheduler put them, and returns how many of
+// them run on node, at least one.
+func settle(t testing.TB, c *testcluster.Cluster, ns, app, node string, pods int) int {
+	t.Helper()
+	onNode := 0
+	testcluster.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d running pods app=%s", pods, app), func(ctx context.Context) (bool, error) {
+		list := &corev1.PodList{}
+		if err := c.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+			return false, err
+		}
+		running := 0
+		onNode = 0
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+				if p.Spec.NodeName == node {
+					onNode++
+				}
+			}
+		}
+		return running == pods && onNode > 0, nil
+	})
+	return onNode
+}
+
+// endMaintenance deletes the benchmark's maintenance of node and waits until
+// it is gone and the node takes pods again.
+func endMaintenance(t testing.TB, c *testcluster.Cluster, node string) {
+	t.Helper()
+	nm := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "bench-" + node}}
+	if err := c.Client.Delete(context.Background(), nm); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, time.Minute, "NodeMaintenance bench-"+node+" gone and node "+node+" schedulable", func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKeyFromObject(nm), &nmv1beta1.NodeMaintenance{})
+		if !apierrors.IsNotFound(err) {
+			return false, client.IgnoreNotFound(err)
+		}
+		n, err := c.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == corev1.TaintNodeUnschedulable {
+				return false, nil
+			}
+		}
+		return !n.Spec.Unschedulable, nil
+	})
 }
 
 // refill puts the Deployment app's pods pods back on node: its spare node is
@@ -335,6 +415,9 @@ func BenchmarkP6(b *testing.B) {
 		eachRun(b, fmt.Sprintf("P6/run%d", i), func(t testing.TB) {
 			ns := c.Namespace(t)
 			queued = append(queued, queueDrain(t, c, w, prepareNodes(t, c, ns, nodes, pods, 0)))
+			if tracing && i == 0 {
+				writeTrace(t, c, "p6-trace.txt", lastDrain)
+			}
 			one = append(one, limitDrainAll(t, c, prepareNodes(t, c, ns, 1, pods, 0)))
 			wave = append(wave, limitDrainAll(t, c, prepareNodes(t, c, ns, limit, pods, 0)))
 		})
@@ -410,7 +493,8 @@ func queueDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nodes 
 			}
 		}
 	}
-	return time.Since(start)
+	lastDrain = span{start, time.Now()}
+	return lastDrain.end.Sub(start)
 }
 
 // P4: `tofu apply` of one nodemaintenance against the same NodeMaintenance

@@ -18,15 +18,15 @@ import (
 type span struct{ start, end time.Time }
 
 // writeTrace writes the API requests the cluster's audit log holds within
-// s (BENCH_TRACE): one line per request, in the order the API server
+// each span (BENCH_TRACE), a section per span: one line per request, in the order the API server
 // received them, with its offset from s.start, its latency, who made it
 // (the client's user agent), what it did and its answer; then the requests
 // and their latencies summed by client. It is how to see where the time of
 // one maintenance goes between the create and the Succeeded a watch sees.
-func writeTrace(t testing.TB, c *testcluster.Cluster, name string, s span) {
+func writeTrace(t testing.TB, c *testcluster.Cluster, name string, spans ...span) {
 	t.Helper()
 	dir := resultsDir()
-	if dir == "" || s.start.IsZero() {
+	if dir == "" || len(spans) == 0 {
 		return
 	}
 	events, err := c.AuditEvents(context.Background())
@@ -34,7 +34,10 @@ func writeTrace(t testing.TB, c *testcluster.Cluster, name string, s span) {
 		t.Logf("trace not written: %v", err)
 		return
 	}
-	text := formatTrace(events, s)
+	var text string
+	for i, s := range spans {
+		text += fmt.Sprintf("## Round %d\n\n%s\n", i, formatTrace(events, s))
+	}
 	path := filepath.Join(dir, name)
 	if err := os.MkdirAll(dir, 0o755); err == nil {
 		err = os.WriteFile(path, []byte(text), 0o644)
@@ -43,7 +46,7 @@ func writeTrace(t testing.TB, c *testcluster.Cluster, name string, s span) {
 		t.Logf("trace not written: %v", err)
 		return
 	}
-	t.Logf("API requests of the last operator round: %s", path)
+	t.Logf("API requests of the operator's rounds: %s", path)
 }
 
 // formatTrace is writeTrace's text for the events received within s.

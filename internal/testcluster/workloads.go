@@ -232,6 +232,21 @@ func WithTolerateAll() PodOption {
 	}
 }
 
+// WithPreferredNode makes the scheduler prefer node for the pod (preferred
+// node affinity on the node's name), without requiring it.
+func WithPreferredNode(node string) PodOption {
+	return func(s *corev1.PodSpec, _ *metav1.ObjectMeta) {
+		s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+				Weight: 100,
+				Preference: corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{
+					{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}},
+				}},
+			}},
+		}}
+	}
+}
+
 func podSpec(nodeSelector map[string]string, meta *metav1.ObjectMeta, opts []PodOption) corev1.PodSpec {
 	spec := corev1.PodSpec{
 		NodeSelector:                  nodeSelector,

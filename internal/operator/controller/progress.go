@@ -20,7 +20,7 @@ type progress struct {
 	blockedBackoff  time.Duration
 	lastLeaseFailed time.Time
 	// lastProgressWrite is when a pass last wrote the status of a drain in
-	// progress (statusInterval).
+	// progress or of a wait in the queue (statusInterval).
 	lastProgressWrite time.Time
 	// written is the object as this process last wrote it, and superseded
 	// the resourceVersions its writes replaced since the cache last caught

@@ -221,6 +221,38 @@ func TestReconcileQueue(t *testing.T) {
 	}
 }
 
+// A maintenance that still waits when the queue moves rewrites whom it waits
+// behind at most once every statusInterval, and does once it has passed.
+func TestReconcileQueueRewritesItsPlaceAtMostOnceASecond(t *testing.T) {
+	e := queueEnv(t, interceptor.Funcs{})
+	for _, name := range []string{"maintain-node01", "maintain-node02", "maintain-node03"} {
+		e.reconcileNamed(name)
+	}
+	queuedMsg := func() string {
+		return meta.FindStatusCondition(e.named("maintain-node03").Status.Conditions, nmv1beta1.ConditionQueued).Message
+	}
+	before := queuedMsg()
+	if !strings.HasPrefix(before, "queued behind maintain-node01, maintain-node02:") {
+		t.Fatalf("Queued message %q", before)
+	}
+	if err := e.c.Delete(context.Background(), e.named("maintain-node01")); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcileNamed("maintain-node01")
+	res := e.reconcileNamed("maintain-node03")
+	if got := queuedMsg(); got != before {
+		t.Errorf("rewritten at once: %q", got)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > statusInterval {
+		t.Errorf("result %+v, want a requeue within %v to write it", res, statusInterval)
+	}
+	e.now = e.now.Add(statusInterval)
+	e.reconcileNamed("maintain-node03")
+	if got := queuedMsg(); !strings.HasPrefix(got, "queued behind maintain-node02:") {
+		t.Errorf("after %v, Queued message %q, want it behind maintain-node02 alone", statusInterval, got)
+	}
+}
+
 // A grant whose status write has not reached the reader yet still counts:
 // the second maintenance, decided against a stale view, waits.
 func TestReconcileQueueCountsGrantsNotYetSeen(t *testing.T) {
