@@ -24,7 +24,7 @@ const PreviewTimeout = 3 * time.Second
 // other nodes is estimated only in a cluster of at most this many nodes and
 // pods. Larger ones get the rest of the preview; the provider's data source
 // and plan estimate the room in any cluster.
-var PreviewBounds = live.Bounds{Nodes: 50, Pods: 500}
+var PreviewBounds = live.Bounds{Nodes: 50, Pods: 500, FromWatchCache: true}
 
 // The API server may cut a warning longer than this, and drops the warnings
 // beyond maxWarningBytes in all.

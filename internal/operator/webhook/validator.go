@@ -57,10 +57,12 @@ type Validator struct {
 	// Now is the clock, for tests.
 	Now func() time.Time
 
-	// mu serialises the creates this replica admits, so that they do not
-	// race each other for the ledger; the ledger settles races between
-	// replicas.
-	mu sync.Mutex
+	// mu serialises the batches of creates this replica admits, so that
+	// they do not race each other for the ledger; the ledger settles races
+	// between replicas. pending are the creates waiting for the next batch.
+	mu        sync.Mutex
+	pendingMu sync.Mutex
+	pending   []*pendingCreate
 }
 
 var _ admission.Validator[*nmv1beta1.NodeMaintenance] = &Validator{}
@@ -75,11 +77,22 @@ func (v *Validator) SetupWithManager(mgr ctrl.Manager) error {
 // so that with several replicas the one that admitted or refused a create
 // can be found.
 func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (admission.Warnings, error) {
-	known, err := v.validateCreate(ctx, nm)
+	known, err := v.checkCreate(ctx, nm)
 	var warnings admission.Warnings
-	if err == nil && v.PreviewDrain {
-		// What the drain will do, as warnings; never a refusal.
-		warnings = v.previewWarnings(ctx, nm, known)
+	if err == nil {
+		var preview chan admission.Warnings
+		if v.PreviewDrain {
+			// What the drain will do, as warnings; never a refusal. It
+			// reads beside the admission decision, not after it: each
+			// may wait for the API server's watch cache.
+			previewCtx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			preview = make(chan admission.Warnings, 1)
+			go func() { preview <- v.previewWarnings(previewCtx, nm, known) }()
+		}
+		if err = v.admitCreate(ctx, nm); err == nil && preview != nil {
+			warnings = <-preview
+		}
 	}
 	log := logf.FromContext(ctx).WithValues("nodeMaintenance", nm.Name, "node", nm.Spec.NodeName)
 	if err != nil {
@@ -90,9 +103,11 @@ func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 	return warnings, err
 }
 
-// validateCreate decides, and returns what it read live of the node and,
-// when the guard listed them all, of the nodes: the preview reuses them.
-func (v *Validator) validateCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (live.Known, error) {
+// checkCreate checks what needs no decision against the other
+// NodeMaintenances: the spec, the node, its guards. It returns what it read
+// live of the node and, when the guard listed them all, of the nodes: the
+// preview reuses them.
+func (v *Validator) checkCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (live.Known, error) {
 	if err := validation.ValidateNodeName(nm.Spec.NodeName); err != nil {
 		return live.Known{}, err
 	}
@@ -110,50 +125,113 @@ func (v *Validator) validateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 	if err != nil {
 		return live.Known{}, err
 	}
+	return live.Known{Node: node, Nodes: nodes}, nil
+}
+
+// admitCreate decides against the other NodeMaintenances and the ledger.
+// The creates this replica receives at once are decided together, in the
+// order they arrived, on one read of the ledger and the NodeMaintenances and
+// with one write of the ledger (a group commit): deciding them one by one
+// would queue each behind the others' reads, which wait for the API
+// server's watch cache (about 100 ms each when NodeMaintenances were not
+// written lately), and 50 creates at once would wait seconds.
+func (v *Validator) admitCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) error {
+	req := &pendingCreate{nm: nm, done: make(chan error, 1)}
+	v.pendingMu.Lock()
+	v.pending = append(v.pending, req)
+	v.pendingMu.Unlock()
 
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	select {
+	case err := <-req.done: // decided in the batch of an earlier create
+		return err
+	default:
+	}
+	v.pendingMu.Lock()
+	batch := v.pending
+	v.pending = nil
+	v.pendingMu.Unlock()
+	errs := v.admitAll(ctx, batch)
+	for i, r := range batch {
+		r.done <- errs[i]
+	}
+	return <-req.done
+}
+
+// pendingCreate is a create waiting for admitCreate's decision.
+type pendingCreate struct {
+	nm   *nmv1beta1.NodeMaintenance
+	done chan error
+}
+
+// admitAll decides a batch, retrying on a ledger that changed under it.
+func (v *Validator) admitAll(ctx context.Context, batch []*pendingCreate) []error {
 	for attempt := 1; ; attempt++ {
-		err := v.admit(ctx, nm)
+		errs, err := v.admit(ctx, batch)
 		if err == nil {
-			return live.Known{Node: node, Nodes: nodes}, nil
+			return errs
 		}
-		if !ledger.Retryable(err) {
-			return live.Known{}, err
+		if ledger.Retryable(err) && attempt < ledger.Attempts {
+			continue
 		}
-		if attempt == ledger.Attempts {
-			return live.Known{}, fmt.Errorf("cannot record the admission of NodeMaintenance %q for node %q: the admission ledger %s/%s changed %d times in a row under concurrent creates; try again",
-				nm.Name, nm.Spec.NodeName, lease.Namespace, ledger.LedgerName, attempt)
+		if ledger.Retryable(err) {
+			err = fmt.Errorf("the admission ledger %s/%s changed %d times in a row under concurrent creates; try again", lease.Namespace, ledger.LedgerName, attempt)
 		}
+		for i, r := range batch {
+			errs[i] = fmt.Errorf("cannot record the admission of NodeMaintenance %q for node %q: %w", r.nm.Name, r.nm.Spec.NodeName, err)
+		}
+		return errs
 	}
 }
 
-// admit decides on one read of the ledger and the stored NodeMaintenances,
-// and records the decision in the ledger. A retryable error means another
-// admission wrote the ledger first.
-func (v *Validator) admit(ctx context.Context, nm *nmv1beta1.NodeMaintenance) error {
+// admit decides a batch on one read of the ledger and the stored
+// NodeMaintenances, each create seeing those admitted before it, and
+// records the admitted ones in the ledger. It returns each create's
+// refusal (nil: admitted), or an error for the whole batch: a retryable
+// one means another admission wrote the ledger first.
+func (v *Validator) admit(ctx context.Context, batch []*pendingCreate) ([]error, error) {
+	errs := make([]error, len(batch))
 	// The ledger is read before the list: a create admitted elsewhere is in
 	// the ledger until the list shows it.
 	admissions := v.admissions()
 	snap, err := admissions.Read(ctx)
 	if err != nil {
-		return err
+		return errs, err
 	}
 	list := &nmv1beta1.NodeMaintenanceList{}
 	if err := v.Reader.List(ctx, list); err != nil {
-		return fmt.Errorf("cannot list NodeMaintenances to check node %q is not in maintenance already: %w", nm.Spec.NodeName, err)
+		return errs, fmt.Errorf("cannot list NodeMaintenances to check the node is not in maintenance already: %w", err)
 	}
 	inMaintenance := v.nodesInMaintenance(list.Items, snap.Entries)
-	if other, ok := inMaintenance[nm.Spec.NodeName]; ok && other != nm.Name {
-		return fmt.Errorf("node %q is already in maintenance by NodeMaintenance %q: delete that one first (or wait until it is gone) to start another", nm.Spec.NodeName, other)
-	}
+	nodeCount := 0
 	if v.MaxUnavailable != nil {
-		if err := v.checkMaxUnavailable(ctx, nm, inMaintenance); err != nil {
-			return err
+		nodes := &corev1.NodeList{}
+		if err := v.Reader.List(ctx, nodes); err != nil {
+			return errs, fmt.Errorf("cannot count the nodes to apply --max-unavailable=%s: %w", v.MaxUnavailable, err)
 		}
+		nodeCount = len(nodes.Items)
 	}
-	snap.Entries[nm.Spec.NodeName] = ledger.Entry{Name: nm.Name, At: v.now()}
-	return admissions.Write(ctx, snap)
+	admitted := 0
+	for i, r := range batch {
+		nm := r.nm
+		if other, ok := inMaintenance[nm.Spec.NodeName]; ok && other != nm.Name {
+			errs[i] = fmt.Errorf("node %q is already in maintenance by NodeMaintenance %q: delete that one first (or wait until it is gone) to start another", nm.Spec.NodeName, other)
+			continue
+		}
+		if v.MaxUnavailable != nil {
+			if errs[i] = v.checkMaxUnavailable(nm, inMaintenance, nodeCount); errs[i] != nil {
+				continue
+			}
+		}
+		snap.Entries[nm.Spec.NodeName] = ledger.Entry{Name: nm.Name, At: v.now()}
+		inMaintenance[nm.Spec.NodeName] = nm.Name
+		admitted++
+	}
+	if admitted == 0 {
+		return errs, nil
+	}
+	return errs, admissions.Write(ctx, snap)
 }
 
 func (v *Validator) admissions() *ledger.Ledger {
@@ -205,12 +283,8 @@ func (v *Validator) nodesInMaintenance(items []nmv1beta1.NodeMaintenance, entrie
 	return out
 }
 
-func (v *Validator) checkMaxUnavailable(ctx context.Context, nm *nmv1beta1.NodeMaintenance, inMaintenance map[string]string) error {
-	nodes := &corev1.NodeList{}
-	if err := v.Reader.List(ctx, nodes); err != nil {
-		return fmt.Errorf("cannot count the nodes to apply --max-unavailable=%s: %w", v.MaxUnavailable, err)
-	}
-	limit, err := validation.MaxUnavailableNodes(v.MaxUnavailable, len(nodes.Items))
+func (v *Validator) checkMaxUnavailable(nm *nmv1beta1.NodeMaintenance, inMaintenance map[string]string, nodeCount int) error {
+	limit, err := validation.MaxUnavailableNodes(v.MaxUnavailable, nodeCount)
 	if err != nil {
 		return err
 	}
@@ -226,7 +300,7 @@ func (v *Validator) checkMaxUnavailable(ctx context.Context, nm *nmv1beta1.NodeM
 	}
 	sort.Strings(busy)
 	return fmt.Errorf("putting node %q into maintenance would make %d of %d nodes unavailable, more than --max-unavailable=%s (%d) allows; nodes already in maintenance: %s. Wait until one of them is done (delete its NodeMaintenance) and try again",
-		nm.Spec.NodeName, len(inMaintenance)+1, len(nodes.Items), v.MaxUnavailable.String(), limit, strings.Join(busy, ", "))
+		nm.Spec.NodeName, len(inMaintenance)+1, nodeCount, v.MaxUnavailable.String(), limit, strings.Join(busy, ", "))
 }
 
 // checkNodeGuards refuses a control-plane node and the last schedulable node

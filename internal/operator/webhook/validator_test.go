@@ -2,15 +2,21 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 )
@@ -76,4 +82,95 @@ func TestValidateCreate(t *testing.T) {
 func readyNode(name string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+}
+
+// Creates that arrive while a decision is being made are decided together
+// in the next one, in one write of the ledger, with the same answers as one
+// by one: two creates for one node, the second refused.
+func TestValidateCreateDecidesConcurrentCreatesTogether(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = nmv1beta1.AddToScheme(scheme)
+	const nodes = 5
+	var objs []runtime.Object
+	for i := range nodes {
+		objs = append(objs, readyNode(fmt.Sprintf("node%02d", i)))
+	}
+	release := make(chan struct{})
+	var ledgerReads, ledgerWrites atomic.Int32
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*coordinationv1.Lease); ok && ledgerReads.Add(1) == 1 {
+				<-release // the first decision waits until every other create queued behind it
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*coordinationv1.Lease); ok {
+				ledgerWrites.Add(1)
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if _, ok := obj.(*coordinationv1.Lease); ok {
+				ledgerWrites.Add(1)
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+	}).Build()
+	v := &Validator{Reader: reader, Writer: reader}
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := v.ValidateCreate(context.Background(), nm("first", "node00"))
+		first <- err
+	}()
+	for ledgerReads.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// Two creates for each of the other nodes, queued behind the first.
+	errs := make(map[string]chan error)
+	for i := 1; i < nodes; i++ {
+		for _, suffix := range []string{"a", "b"} {
+			name := fmt.Sprintf("node%02d-%s", i, suffix)
+			ch := make(chan error, 1)
+			errs[name] = ch
+			go func() {
+				_, err := v.ValidateCreate(context.Background(), nm(name, fmt.Sprintf("node%02d", i)))
+				ch <- err
+			}()
+		}
+	}
+	for {
+		v.pendingMu.Lock()
+		n := len(v.pending)
+		v.pendingMu.Unlock()
+		if n == 2*(nodes-1) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("first create refused: %v", err)
+	}
+	admitted := map[string]string{}
+	for name, ch := range errs {
+		node := name[:len("node00")]
+		switch err := <-ch; {
+		case err == nil:
+			if other, ok := admitted[node]; ok {
+				t.Errorf("%s and %s both admitted for %s", other, name, node)
+			}
+			admitted[node] = name
+		case !strings.Contains(err.Error(), "is already in maintenance by NodeMaintenance"):
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if len(admitted) != nodes-1 {
+		t.Errorf("admitted %v, want one create for each of the %d other nodes", admitted, nodes-1)
+	}
+	if got := ledgerWrites.Load(); got != 2 {
+		t.Errorf("%d ledger writes for 9 creates arriving during one decision, want 2 (that decision, and one for the rest)", got)
+	}
 }
