@@ -107,23 +107,37 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 		b.Fatal(err)
 	}
 	var opT, kubectlT, limitT []time.Duration
+	var opSpans []span
 	for i := range runs {
 		eachRun(b, fmt.Sprintf("%s/run%d", name, i), func(t testing.TB) {
 			ns := c.Namespace(t)
 			nodes := prepareNodes(t, c, ns, 3, pods, maxUnavailable)
-
-			opT = append(opT, operatorDrain(t, c, w, nodes[:1]))
-
-			start := time.Now()
-			out, err := exec.Command(kubectl, "--kubeconfig", c.KubeconfigPath, "drain", nodes[1],
-				"--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m").CombinedOutput()
-			kubectlT = append(kubectlT, time.Since(start))
-			if err != nil {
-				t.Fatalf("kubectl drain %s: %v\n%s", nodes[1], err, out)
+			sides := []func(){
+				func() {
+					opT = append(opT, operatorDrain(t, c, w, nodes[:1]))
+					opSpans = append(opSpans, lastDrain)
+				},
+				func() {
+					start := time.Now()
+					out, err := exec.Command(kubectl, "--kubeconfig", c.KubeconfigPath, "drain", nodes[1],
+						"--ignore-daemonsets", "--delete-emptydir-data", "--timeout=5m").CombinedOutput()
+					kubectlT = append(kubectlT, time.Since(start))
+					if err != nil {
+						t.Fatalf("kubectl drain %s: %v\n%s", nodes[1], err, out)
+					}
+				},
+				func() { limitT = append(limitT, limitDrainAll(t, c, nodes[2:])) },
 			}
-
-			limitT = append(limitT, limitDrainAll(t, c, nodes[2:]))
+			// Each run starts with another side: the first drains right
+			// after the pods were placed, on a busier cluster than the
+			// others.
+			for k := range sides {
+				sides[(i+k)%len(sides)]()
+			}
 		})
+	}
+	if tracing {
+		writeTrace(b, c, strings.ToLower(name)+"-trace.txt", opSpans...)
 	}
 	kube, limit, opS := Seconds(kubectlT), Seconds(limitT), Seconds(opT)
 	target := map[string][2]float64{"P1": {0.25, 1.15}, "P2": {0.2, 1.10}}[name]
@@ -180,7 +194,11 @@ func BenchmarkP1R(b *testing.B) {
 	}
 	for i := range rounds {
 		eachRun(b, fmt.Sprintf("P1R/round%d", i), func(t testing.TB) {
-			for _, side := range []string{opSide, limitSide} {
+			order := []string{opSide, limitSide}
+			if i%2 == 1 { // each goes first every other round
+				order = []string{limitSide, opSide}
+			}
+			for _, side := range order {
 				l := lanes[side]
 				if prefer {
 					l.onNode = append(l.onNode, settle(t, c, ns, l.app, l.node, pods))

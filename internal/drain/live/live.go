@@ -43,8 +43,12 @@ type Bounds struct {
 	FromWatchCache bool
 }
 
-// anyVersion is a list option that reads from the watch cache
-// (Bounds.FromWatchCache).
+// AnyVersion is a list option that reads from the API server's watch cache
+// (resourceVersion 0): the list is answered at once, as of moments ago,
+// without waiting for the cache to catch up with etcd. The API server
+// ignores a limit with it.
+var AnyVersion client.ListOption = anyVersion{}
+
 type anyVersion struct{}
 
 func (anyVersion) ApplyToList(o *client.ListOptions) {

@@ -8,8 +8,10 @@
 // create (node, name, time) before the webhook answers. Two admissions that
 // decided on the same version of the ledger cannot both write it; the loser
 // reads again, sees the winner's entry and decides anew. An entry is
-// forgotten once the API server shows its NodeMaintenance, when the
-// NodeMaintenance is finalized, or after TTL (the create never landed). The
+// forgotten when its NodeMaintenance is finalized or gone, and otherwise
+// after TTL (stored long since, or the create never landed): the webhook
+// lists NodeMaintenances from the API server's watch cache, which may not
+// show a create of moments ago, and the entry covers it meanwhile. The
 // Lease needs no permission the operator does not already have for the node
 // leases.
 package ledger

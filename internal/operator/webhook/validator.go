@@ -4,6 +4,8 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -190,29 +192,53 @@ func (v *Validator) admitAll(ctx context.Context, batch []*pendingCreate) []erro
 // records the admitted ones in the ledger. It returns each create's
 // refusal (nil: admitted), or an error for the whole batch: a retryable
 // one means another admission wrote the ledger first.
+//
+// The NodeMaintenances are read from the API server's watch cache: a
+// consistent list waits for the cache to catch up with etcd, about 100 ms
+// whenever no NodeMaintenance was written lately, the usual case of a
+// single create. What the cache may not show yet is covered by the
+// ledger, whose entries hold their node for ledger.TTL (the cache is
+// moments behind, never seconds), and a refusal decided on the cache (which
+// may still show a NodeMaintenance that is gone) is decided again on a
+// consistent list before it is given.
 func (v *Validator) admit(ctx context.Context, batch []*pendingCreate) ([]error, error) {
-	errs := make([]error, len(batch))
 	// The ledger is read before the list: a create admitted elsewhere is in
 	// the ledger until the list shows it.
 	admissions := v.admissions()
 	snap, err := admissions.Read(ctx)
 	if err != nil {
+		return make([]error, len(batch)), err
+	}
+	entries := maps.Clone(snap.Entries)
+	errs, err := v.decide(ctx, batch, snap, live.AnyVersion)
+	if err == nil && slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		snap.Entries = entries
+		errs, err = v.decide(ctx, batch, snap)
+	}
+	if err != nil || !slices.Contains(errs, nil) {
 		return errs, err
 	}
+	return errs, admissions.Write(ctx, snap)
+}
+
+// decide decides each create of batch in turn against the NodeMaintenances
+// listed with opts and the ledger's entries, and adds the admitted ones to
+// snap.
+func (v *Validator) decide(ctx context.Context, batch []*pendingCreate, snap *ledger.Snapshot, opts ...client.ListOption) ([]error, error) {
+	errs := make([]error, len(batch))
 	list := &nmv1beta1.NodeMaintenanceList{}
-	if err := v.Reader.List(ctx, list); err != nil {
+	if err := v.Reader.List(ctx, list, opts...); err != nil {
 		return errs, fmt.Errorf("cannot list NodeMaintenances to check the node is not in maintenance already: %w", err)
 	}
 	inMaintenance := v.nodesInMaintenance(list.Items, snap.Entries)
 	nodeCount := 0
 	if v.MaxUnavailable != nil {
 		nodes := &corev1.NodeList{}
-		if err := v.Reader.List(ctx, nodes); err != nil {
+		if err := v.Reader.List(ctx, nodes, opts...); err != nil {
 			return errs, fmt.Errorf("cannot count the nodes to apply --max-unavailable=%s: %w", v.MaxUnavailable, err)
 		}
 		nodeCount = len(nodes.Items)
 	}
-	admitted := 0
 	for i, r := range batch {
 		nm := r.nm
 		if other, ok := inMaintenance[nm.Spec.NodeName]; ok && other != nm.Name {
@@ -226,12 +252,8 @@ func (v *Validator) admit(ctx context.Context, batch []*pendingCreate) ([]error,
 		}
 		snap.Entries[nm.Spec.NodeName] = ledger.Entry{Name: nm.Name, At: v.now()}
 		inMaintenance[nm.Spec.NodeName] = nm.Name
-		admitted++
 	}
-	if admitted == 0 {
-		return errs, nil
-	}
-	return errs, admissions.Write(ctx, snap)
+	return errs, nil
 }
 
 func (v *Validator) admissions() *ledger.Ledger {
@@ -258,21 +280,20 @@ func (v *Validator) ValidateDelete(context.Context, *nmv1beta1.NodeMaintenance) 
 }
 
 // nodesInMaintenance maps node name to the NodeMaintenance holding it, from
-// the live list and from the ledger's creates admitted moments ago. It drops
-// the entries that have done their job from entries.
+// the list and from the ledger's creates admitted moments ago. It drops the
+// entries older than ledger.TTL from entries; the others stay even when the
+// list shows their NodeMaintenance, because a list from the watch cache of
+// another API server may not show it yet.
 func (v *Validator) nodesInMaintenance(items []nmv1beta1.NodeMaintenance, entries map[string]ledger.Entry) map[string]string {
 	out := map[string]string{}
-	stored := map[string]bool{}
 	for i := range items {
 		out[items[i].Spec.NodeName] = items[i].Name
-		stored[items[i].Name] = true
 	}
 	now := v.now()
 	for node, e := range entries {
 		switch {
-		case stored[e.Name] || now.Sub(e.At) > ledger.TTL:
-			// The API server shows it (or the create never landed): the
-			// entry has done its job.
+		case now.Sub(e.At) > ledger.TTL:
+			// Stored long ago, finalized, or never landed: done.
 			delete(entries, node)
 		default:
 			if _, ok := out[node]; !ok {

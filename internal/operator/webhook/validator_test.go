@@ -174,3 +174,45 @@ func TestValidateCreateDecidesConcurrentCreatesTogether(t *testing.T) {
 		t.Errorf("%d ledger writes for 9 creates arriving during one decision, want 2 (that decision, and one for the rest)", got)
 	}
 }
+
+// The NodeMaintenances are read from the watch cache first; a refusal it
+// would cause (a maintenance the cache still shows, although it is gone) is
+// decided again on a consistent list.
+func TestValidateCreateConfirmsARefusalOnAConsistentList(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = nmv1beta1.AddToScheme(scheme)
+	cachedLists, consistentLists := 0, 0
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(readyNode("node01"), readyNode("node02")).
+		WithInterceptorFuncs(interceptor.Funcs{
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				nms, ok := list.(*nmv1beta1.NodeMaintenanceList)
+				if !ok {
+					return c.List(ctx, list, opts...)
+				}
+				o := &client.ListOptions{}
+				o.ApplyOptions(opts)
+				if o.Raw != nil && o.Raw.ResourceVersion == "0" {
+					cachedLists++
+					// The watch cache still shows a maintenance deleted moments ago.
+					nms.Items = []nmv1beta1.NodeMaintenance{*nm("gone", "node01")}
+					return nil
+				}
+				consistentLists++
+				return c.List(ctx, list, opts...)
+			},
+		}).Build()
+	v := &Validator{Reader: reader, Writer: reader}
+	if _, err := v.ValidateCreate(context.Background(), nm("free", "node02")); err != nil {
+		t.Fatalf("create for node02 refused: %v", err)
+	}
+	if cachedLists != 1 || consistentLists != 0 {
+		t.Errorf("an admission read %d cached and %d consistent lists, want 1 and 0", cachedLists, consistentLists)
+	}
+	if _, err := v.ValidateCreate(context.Background(), nm("again", "node01")); err != nil {
+		t.Fatalf("create for node01 refused on the cache's stale view: %v", err)
+	}
+	if consistentLists != 1 {
+		t.Errorf("%d consistent lists, want 1 to confirm the refusal the cache suggested", consistentLists)
+	}
+}
