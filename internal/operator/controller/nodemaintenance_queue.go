@@ -66,6 +66,10 @@ import (
 // NodeMaintenance event reports.
 const queueBackstop = time.Minute
 
+// queueStatusInterval is how often at most a queued maintenance rewrites
+// whom it waits behind while the queue moves (its start is written at once).
+const queueStatusInterval = 5 * time.Second
+
 // ReasonQueued is the event of a maintenance that waits for a slot.
 const ReasonQueued = "Queued"
 
@@ -133,11 +137,11 @@ func (r *NodeMaintenanceReconciler) waitForSlot(ctx context.Context, s *scope) (
 	setCondition(s, nmv1beta1.ConditionQueued, true, nmv1beta1.ReasonWaitingForSlot, msg, r.now())
 	if wasQueued && onlyCounts(&s.nm.Status, s.status) {
 		// The queue moved, this one still waits: the names it waits
-		// behind are rewritten at most every statusInterval. Every
+		// behind are rewritten at most every queueStatusInterval. Every
 		// queued maintenance decides again at each slot change, and
 		// rewriting all of them each time is writes in the square of the
 		// queue's length, on the API server the drains need.
-		if wait := statusInterval - r.now().Sub(s.progress.lastProgressWrite); wait > 0 {
+		if wait := queueStatusInterval - r.now().Sub(s.progress.lastProgressWrite); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	}

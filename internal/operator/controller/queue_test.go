@@ -222,8 +222,9 @@ func TestReconcileQueue(t *testing.T) {
 }
 
 // A maintenance that still waits when the queue moves rewrites whom it waits
-// behind at most once every statusInterval, and does once it has passed.
-func TestReconcileQueueRewritesItsPlaceAtMostOnceASecond(t *testing.T) {
+// behind at most once every queueStatusInterval, and does once it has
+// passed.
+func TestReconcileQueueRewritesItsPlaceAtMostEveryInterval(t *testing.T) {
 	e := queueEnv(t, interceptor.Funcs{})
 	for _, name := range []string{"maintain-node01", "maintain-node02", "maintain-node03"} {
 		e.reconcileNamed(name)
@@ -243,13 +244,13 @@ func TestReconcileQueueRewritesItsPlaceAtMostOnceASecond(t *testing.T) {
 	if got := queuedMsg(); got != before {
 		t.Errorf("rewritten at once: %q", got)
 	}
-	if res.RequeueAfter <= 0 || res.RequeueAfter > statusInterval {
-		t.Errorf("result %+v, want a requeue within %v to write it", res, statusInterval)
+	if res.RequeueAfter <= 0 || res.RequeueAfter > queueStatusInterval {
+		t.Errorf("result %+v, want a requeue within %v to write it", res, queueStatusInterval)
 	}
-	e.now = e.now.Add(statusInterval)
+	e.now = e.now.Add(queueStatusInterval)
 	e.reconcileNamed("maintain-node03")
 	if got := queuedMsg(); !strings.HasPrefix(got, "queued behind maintain-node02:") {
-		t.Errorf("after %v, Queued message %q, want it behind maintain-node02 alone", statusInterval, got)
+		t.Errorf("after %v, Queued message %q, want it behind maintain-node02 alone", queueStatusInterval, got)
 	}
 }
 

@@ -68,7 +68,7 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 // requests to any ready pod behind the Service, leader or not. The channel
 // it returns is closed once the webhook is registered.
 func addValidator(mgr ctrl.Manager, maxUnavailable *intstr.IntOrString, allowForceDrain bool, certsReady <-chan struct{}) (<-chan struct{}, error) {
-	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), MaxUnavailable: maxUnavailable, AllowForceDrain: allowForceDrain, PreviewDrain: true}
+	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Nodes: mgr.GetClient(), Writer: mgr.GetClient(), MaxUnavailable: maxUnavailable, AllowForceDrain: allowForceDrain, PreviewDrain: true}
 	registered := make(chan struct{})
 	return registered, mgr.Add(everyReplica(func(ctx context.Context) error {
 		select {

@@ -216,3 +216,20 @@ func TestValidateCreateConfirmsARefusalOnAConsistentList(t *testing.T) {
 		t.Errorf("%d consistent lists, want 1 to confirm the refusal the cache suggested", consistentLists)
 	}
 }
+
+// With an informer cache for the nodes, the guard reads the nodes there, not
+// live.
+func TestValidateCreateGuardReadsTheNodeCache(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = nmv1beta1.AddToScheme(scheme)
+	cordoned := readyNode("node02")
+	cordoned.Spec.Unschedulable = true
+	live := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(readyNode("node01"), readyNode("node02")).Build()
+	cache := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(readyNode("node01"), cordoned).Build()
+	v := &Validator{Reader: live, Writer: live, Nodes: cache}
+	_, err := v.ValidateCreate(context.Background(), nm("a", "node01"))
+	if err == nil || !strings.Contains(err.Error(), "is the last schedulable node") {
+		t.Fatalf("got %v, want the refusal the cached nodes call for", err)
+	}
+}
