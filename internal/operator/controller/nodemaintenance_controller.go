@@ -5,6 +5,11 @@
 // The files follow the reconcile: setup (indexes and watches), lease,
 // maintain (the Running phase), finalize (restore on deletion), status
 // (what a pass writes) and progress (what passes remember between them).
+//
+// The controller-runtime cache holds NodeMaintenances, nodes, budgets and
+// leases; the pods are read from NodePods, which holds only the pods of the
+// nodes being drained (package nodepods), so that the operator's memory does
+// not grow with the cluster's pods.
 package controller
 
 import (
@@ -121,7 +126,9 @@ type NodeMaintenanceReconciler struct {
 	// once.
 	Admissions *ledger.Ledger
 	Evictor    drain.Evictor
-	Options    Options
+	// Pods holds the pods of the nodes being drained (nodepods.Cache).
+	Pods    NodePods
+	Options Options
 	// Now is the clock, for tests.
 	Now func() time.Time
 
@@ -136,10 +143,13 @@ type NodeMaintenanceReconciler struct {
 
 // The RBAC below is what the operator's API calls need and no more; the
 // provider's TestAccOperatorRunsAsItsServiceAccount checks in the API server's
-// audit log that each verb is used. Reads of NodeMaintenances, pods, PDBs
-// and leases go through the informer cache, which watches (and lists, on API
-// servers that do not stream a watch's initial list) but never gets.
-// Nodes are also read directly, after a conflict and by the webhook.
+// audit log that each verb is used. Reads of NodeMaintenances, PDBs and
+// leases go through the informer cache, and those of pods through the
+// informers of the nodes being drained (NodePods); an informer watches (and
+// lists, on API servers that do not stream a watch's initial list) but never
+// gets. The few pods read live are listed by field (spec.nodeName,
+// metadata.name). Nodes are also read directly, after a conflict and by the
+// webhook.
 // Finalizers are set with a plain update of our own object.
 //
 // +kubebuilder:rbac:groups=nodemaintenance.medik8s.io,resources=nodemaintenances,verbs=list;watch;update
@@ -166,11 +176,15 @@ func (r *NodeMaintenanceReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	nm := &nmv1beta1.NodeMaintenance{}
 	if err := r.Client.Get(ctx, req.NamespacedName, nm); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.Pods.Release(req.Name)
 			r.releaseAdmission(ctx, "", req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	nm = r.newest(nm)
+	if !drains(nm) {
+		r.Pods.Release(nm.Name)
+	}
 	if !nm.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, nm)
 	}
@@ -196,6 +210,21 @@ func (r *NodeMaintenanceReconciler) reconcile(ctx context.Context, req ctrl.Requ
 		return r.keepMaintenance(ctx, nm)
 	}
 	return r.maintain(ctx, nm)
+}
+
+// drains reports whether a pass over nm may still drain its node (maintain),
+// the only step that reads the node's pods. A maintenance that is deleted,
+// being restored, Failed or Succeeded never reads them again: keepMaintenance
+// only holds the lease of the drained node, and a restore or a finalize
+// touches the node and the lease, not its pods.
+func drains(nm *nmv1beta1.NodeMaintenance) bool {
+	switch {
+	case !nm.DeletionTimestamp.IsZero(), restorePending(nm):
+		return false
+	case nm.Status.Phase == nmv1beta1.MaintenanceFailed, nm.Status.Phase == nmv1beta1.MaintenanceSucceeded:
+		return false
+	}
+	return true
 }
 
 // errPassEnded is returned by a step that ended the pass on purpose with its

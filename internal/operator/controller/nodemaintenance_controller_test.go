@@ -27,7 +27,7 @@ func TestReconcileMissingNodeFailsWithoutRetry(t *testing.T) {
 	nm := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "m", UID: "u"}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: "ghost"}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nm).WithStatusSubresource(nm).Build()
 	recorder := events.NewFakeRecorder(10)
-	r := &NodeMaintenanceReconciler{Client: c, APIReader: c, Recorder: recorder, Leases: &lease.Manager{Client: c}}
+	r := &NodeMaintenanceReconciler{Client: c, APIReader: c, Recorder: recorder, Leases: &lease.Manager{Client: c}, Pods: &listedPods{c: c, held: map[string]string{}}}
 	r.Options.defaults()
 
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "m"}})

@@ -44,15 +44,19 @@ func (r *NodeMaintenanceReconciler) maintain(ctx context.Context, nm *nmv1beta1.
 	if res, err := r.waitForSlot(ctx, s); ended(res, err) {
 		return res, err
 	}
+	// From here on the maintenance may drain: the informer of its node's
+	// pods starts now, and its first list comes in while the pass takes the
+	// lease and cordons the node.
+	r.Pods.Hold(nm.Name, nm.Spec.NodeName)
 	if res, err := r.observe(ctx, s); ended(res, err) {
 		return res, err
 	}
 	if res, err := r.enterMaintenance(ctx, s); ended(res, err) {
 		return res, err
 	}
-	plan, err := r.plan(ctx, s)
-	if err != nil {
-		return ctrl.Result{}, err
+	plan, res, err := r.plan(ctx, s)
+	if ended(res, err) {
+		return res, err
 	}
 	round := r.evict(ctx, s, plan)
 	recordRound(round)
@@ -168,18 +172,32 @@ func (r *NodeMaintenanceReconciler) enterMaintenance(ctx context.Context, s *sco
 	return ctrl.Result{}, nil
 }
 
-// plan lists the node's pods and classifies them. The pass that starts the
-// drain counts them into the status and says so in an event.
-func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.Plan, error) {
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.MatchingFields{PodNodeNameIndex: s.node.Name}); err != nil {
-		return drain.Plan{}, fmt.Errorf("list pods on node %s: %w", s.node.Name, err)
+// Until the informer of a node's pods has synced, a pass waits for it up to
+// podsSyncWait (its first list normally takes milliseconds, and is mostly in
+// by the time the pass has cordoned the node), then ends and comes back after
+// podsSyncRetry, or sooner when the informer syncs (Changes).
+const (
+	podsSyncWait  = time.Second
+	podsSyncRetry = time.Second
+)
+
+// plan reads the node's pods and classifies them. The pass that starts the
+// drain counts them into the status and says so in an event. It ends the
+// pass, deciding nothing, while the node's pod informer has not synced: an
+// empty store before its first list would make the node look drained.
+func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.Plan, ctrl.Result, error) {
+	wait, cancel := context.WithTimeout(ctx, podsSyncWait)
+	pods, ok := r.Pods.Pods(wait, s.node.Name)
+	cancel()
+	if !ok {
+		log.FromContext(ctx).Info("the pods of the node are not listed yet; the drain waits for them", "node", s.node.Name)
+		return drain.Plan{}, ctrl.Result{RequeueAfter: podsSyncRetry}, nil
 	}
 	selected, err := r.selected(ctx, s)
 	if err != nil {
-		return drain.Plan{}, err
+		return drain.Plan{}, ctrl.Result{}, err
 	}
-	plan := drain.NewPlan(pods.Items, drain.Filters(s.prior.CordonedAt, nodestate.MaintenanceTaints, selected))
+	plan := drain.NewPlan(pods, drain.Filters(s.prior.CordonedAt, nodestate.MaintenanceTaints, selected))
 	plan = skipDeletedOnDeadNode(plan, policy(s.nm), s.node, r.now())
 	if own := r.Options.OperatorDeployment; own.Name != "" {
 		plan = plan.EvictLast(drain.OwnedByDeployment(own.Namespace, own.Name))
@@ -189,7 +207,7 @@ func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.P
 	// phase), or a later one if that pass could not write its status.
 	if !s.touched || (s.status.TotalPods == 0 && s.status.EvictionPods == 0) {
 		s.status.Phase = nmv1beta1.MaintenanceRunning
-		s.status.TotalPods = len(pods.Items)
+		s.status.TotalPods = len(pods)
 		s.status.EvictionPods = len(plan.Pending())
 		msg := fmt.Sprintf("Maintenance of node %s started: %d pods on the node, %d to evict", s.node.Name, s.status.TotalPods, s.status.EvictionPods)
 		if staying := plan.SkippedSummary(); staying != "" {
@@ -197,7 +215,7 @@ func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.P
 		}
 		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeNormal, ReasonBeginMaintenance, "BeginMaintenance", "%s", msg)
 	}
-	return plan, nil
+	return plan, ctrl.Result{}, nil
 }
 
 // evict makes one round of eviction calls for the pods plan lets go now
@@ -224,9 +242,13 @@ func (r *NodeMaintenanceReconciler) evict(ctx context.Context, s *scope, plan dr
 // (drain.InterruptedEvictions). It is only an explanation: a read that fails
 // leaves it out.
 func (r *NodeMaintenanceReconciler) interruptedEvictions(ctx context.Context, namespaces []string) []drain.InterruptedEviction {
+	// A budget's pod may run on any node, so it is read live, listed by name
+	// (the operator may list pods, not get them); only after a refusal, and
+	// only for budget entries old enough to have been interrupted.
 	running := func(key types.NamespacedName) bool {
-		pod := &corev1.Pod{}
-		return r.Client.Get(ctx, key, pod) == nil && pod.DeletionTimestamp == nil
+		pods := &corev1.PodList{}
+		err := r.APIReader.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name})
+		return err == nil && len(pods.Items) == 1 && pods.Items[0].DeletionTimestamp == nil
 	}
 	var out []drain.InterruptedEviction
 	for _, ns := range namespaces {

@@ -30,8 +30,9 @@ func policy(nm *nmv1beta1.NodeMaintenance) nmv1beta1.DrainPolicy {
 }
 
 // selected returns spec.drain.podSelector as a test of the node's pods, or
-// nil without one. The slim pod cache keeps no labels, so the pods it
-// matches are listed from the API server, which applies the selector.
+// nil without one. The node's pod informer keeps them slim, without their
+// labels, so the pods it matches are listed from the API server, which
+// applies the selector.
 func (r *NodeMaintenanceReconciler) selected(ctx context.Context, s *scope) (func(*corev1.Pod) bool, error) {
 	sel := policy(s.nm).PodSelector
 	if sel == nil {

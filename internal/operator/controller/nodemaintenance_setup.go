@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,28 +12,34 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 )
 
-// Index names registered with the manager's field indexer.
-const (
-	// PodNodeNameIndex indexes pods by spec.nodeName.
-	PodNodeNameIndex = "spec.nodeName"
-	// MaintenanceNodeNameIndex indexes NodeMaintenances by spec.nodeName.
-	MaintenanceNodeNameIndex = "spec.nodeName"
-)
+// MaintenanceNodeNameIndex indexes NodeMaintenances by spec.nodeName, in
+// the manager's field indexer.
+const MaintenanceNodeNameIndex = "spec.nodeName"
 
-// podNodeName is the PodNodeNameIndex function: bound pods by node.
-func podNodeName(o client.Object) []string {
-	if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
-		return []string{n}
-	}
-	return nil
+// NodePods are the pods of the nodes being drained (nodepods.Cache). A
+// NodeMaintenance holds its node's pods from the pass that may start its
+// drain until it ends (drains); the node's informer runs while anyone holds it.
+type NodePods interface {
+	// Hold starts (or keeps) the informer of node's pods for the
+	// NodeMaintenance named holder, until Release.
+	Hold(holder, node string)
+	// Pods returns the pods on node once its informer has synced, waiting
+	// for that until ctx ends. ok false is no answer, not "no pods": nothing
+	// may be decided from it.
+	Pods(ctx context.Context, node string) (pods []corev1.Pod, ok bool)
+	// Release lets go of the node holder holds, if any.
+	Release(holder string)
+	// Changes names a node whose pods changed, or whose informer synced.
+	Changes() <-chan event.TypedGenericEvent[string]
 }
 
 // maintenanceNodeName is the MaintenanceNodeNameIndex function.
@@ -40,14 +47,13 @@ func maintenanceNodeName(o client.Object) []string {
 	return []string{o.(*nmv1beta1.NodeMaintenance).Spec.NodeName}
 }
 
-// SetupWithManager registers the indexes, watches and the controller.
+// SetupWithManager registers the index, watches and the controller.
 func (r *NodeMaintenanceReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	r.Options.defaults()
-	indexer := mgr.GetFieldIndexer()
-	if err := indexer.IndexField(ctx, &corev1.Pod{}, PodNodeNameIndex, podNodeName); err != nil {
-		return err
+	if r.Pods == nil {
+		return errors.New("the NodeMaintenance reconciler has no NodePods to read the pods of the nodes it drains from")
 	}
-	if err := indexer.IndexField(ctx, &nmv1beta1.NodeMaintenance{}, MaintenanceNodeNameIndex, maintenanceNodeName); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &nmv1beta1.NodeMaintenance{}, MaintenanceNodeNameIndex, maintenanceNodeName); err != nil {
 		return err
 	}
 	registerMetrics(mgr.GetCache())
@@ -55,11 +61,9 @@ func (r *NodeMaintenanceReconciler) SetupWithManager(ctx context.Context, mgr ct
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodemaintenance").
 		For(&nmv1beta1.NodeMaintenance{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return r.maintenancesOf(ctx, o.(*corev1.Pod).Spec.NodeName)
-		}), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.(*corev1.Pod).Spec.NodeName != ""
-		}))).
+		// Only the pods of the nodes being drained are watched, by the
+		// node's informer (NodePods): a change wakes that node's maintenances.
+		WatchesRawSource(source.Channel(r.Pods.Changes(), handler.TypedEnqueueRequestsFromMapFunc(r.maintenancesOf))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.maintenancesOf(ctx, o.GetName())
 		})).
@@ -82,7 +86,7 @@ func (r *NodeMaintenanceReconciler) SetupWithManager(ctx context.Context, mgr ct
 }
 
 // maintenancesOf are the NodeMaintenances of a node: a pod, node or lease
-// event of that node wakes them.
+// event of that node, or the sync of its pod informer, wakes them.
 func (r *NodeMaintenanceReconciler) maintenancesOf(ctx context.Context, nodeName string) []reconcile.Request {
 	if nodeName == "" {
 		return nil

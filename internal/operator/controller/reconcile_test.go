@@ -50,6 +50,8 @@ type reconcileEnv struct {
 	// evict answers each eviction call; nil deletes the pod (an accepted
 	// eviction whose pod is gone by the next pass).
 	evict func(*corev1.Pod) error
+	// pods is the reconciler's NodePods, unless a test sets its own.
+	pods *listedPods
 }
 
 func newReconcileEnv(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) *reconcileEnv {
@@ -64,13 +66,16 @@ func newReconcileEnv(t *testing.T, funcs interceptor.Funcs, objs ...client.Objec
 	c := fake.NewClientBuilder().WithScheme(scheme).
 		WithObjects(objs...).
 		WithStatusSubresource(&nmv1beta1.NodeMaintenance{}).
-		WithIndex(&corev1.Pod{}, PodNodeNameIndex, podNodeName).
+		// The live reads of pods select on these fields (spec.drain.podSelector, budgets' pods).
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithIndex(&corev1.Pod{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).
 		WithInterceptorFuncs(funcs).
 		Build()
 	e := &reconcileEnv{t: t, c: c, recorder: events.NewFakeRecorder(100), now: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}
+	e.pods = &listedPods{c: c, held: map[string]string{}}
 	clock := func() time.Time { return e.now }
 	e.r = &NodeMaintenanceReconciler{
-		Client: c, APIReader: c, Recorder: e.recorder, Now: clock,
+		Client: c, APIReader: c, Recorder: e.recorder, Now: clock, Pods: e.pods,
 		Leases: &lease.Manager{Client: c, Now: clock},
 		Evictor: drain.EvictorFunc(func(ctx context.Context, pod *corev1.Pod, _ *int64) error {
 			if e.evict != nil {

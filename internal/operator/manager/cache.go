@@ -10,20 +10,19 @@ import (
 )
 
 // cacheOptions keep the cache to what the operator reads: node leases in
-// their namespace, slim pods, and secrets only in the operator's namespace
-// (the RBAC grants no more).
+// their namespace, and secrets only in the operator's namespace (the RBAC
+// grants no more). Pods are not in it: the controller reads those of the
+// nodes it drains from informers of their own (package nodepods).
 func cacheOptions(o Options) cache.Options {
 	byObject := map[client.Object]cache.ByObject{
 		&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{lease.Namespace: {}}},
-		// Every pod of the cluster is cached: keep only what a drain reads.
-		&corev1.Pod{}: {Transform: SlimPod},
 	}
 	if o.Namespace != "" {
 		byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{o.Namespace: {}}}
 	}
 	return cache.Options{
-		// Managed fields are large and never read: leaving them out of the
-		// pod cache is most of the operator's memory on big clusters.
+		// Managed fields are large and never read: no cached object keeps
+		// them (the nodes above all, one per node of the cluster).
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject:         byObject,
 	}

@@ -14,17 +14,19 @@ import (
 	kubedrain "k8s.io/kubectl/pkg/drain"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodepods"
 	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 )
 
 // addRunnables adds what the manager runs: the NodeMaintenance controller
-// (on the leader), and on every replica the validating webhook once
-// certsReady, the memory release after the pod cache synced, and the health
+// and the memory release after its node cache synced (on the leader), and
+// on every replica the validating webhook once certsReady, and the health
 // and ready checks.
 // refuseBeyond is the --max-unavailable limit the webhook refuses creates
 // beyond (--max-unavailable-policy=Refuse); nil when the controller queues
@@ -37,7 +39,7 @@ func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Opt
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(everyReplica(freeOSMemoryOncePodsSynced(mgr))); err != nil {
+	if err := mgr.Add(freeOSMemoryOnceNodesSynced(mgr)); err != nil {
 		return err
 	}
 	return addChecks(mgr, validating)
@@ -48,6 +50,12 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 	if err != nil {
 		return err
 	}
+	// The pods of the nodes being drained, and no others: slim, as the drain
+	// reads them, in one informer per node that the leader runs.
+	pods := nodepods.New(nodepods.Informers(clientset), SlimPod)
+	if err := mgr.Add(pods); err != nil {
+		return err
+	}
 	reconciler := &controller.NodeMaintenanceReconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
@@ -55,6 +63,7 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 		Leases:     &lease.Manager{Client: mgr.GetClient(), Reader: mgr.GetClient(), Duration: o.LeaseDuration},
 		Admissions: &ledger.Ledger{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
 		Evictor:    drain.KubectlEvictor(&kubedrain.Helper{Client: clientset, GracePeriodSeconds: -1}),
+		Pods:       pods,
 		Options:    o.Controller,
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
@@ -84,20 +93,22 @@ func addValidator(mgr ctrl.Manager, maxUnavailable *intstr.IntOrString, allowFor
 	}))
 }
 
-// freeOSMemoryOncePodsSynced: the pod cache holds slim copies (SlimPod), so
-// once the first list of every pod has been taken in, the full objects it was
-// decoded into are garbage. Return that memory to the OS at once rather than
-// over minutes, and log what is held (make bench's P5 measures the effect on
-// a large cluster).
-func freeOSMemoryOncePodsSynced(mgr ctrl.Manager) func(context.Context) error {
+// freeOSMemoryOnceNodesSynced: once the first list of every node has been
+// taken in, the full objects it was decoded into are garbage, the largest
+// the operator makes at start (the pods are no longer listed cluster-wide:
+// only those of the nodes being drained are, package nodepods). Return that
+// memory to the OS at once rather than over minutes, and log what is held
+// (make bench's P5 measures the operator's memory on a large cluster). It
+// runs on the leader, whose controller watches the nodes.
+func freeOSMemoryOnceNodesSynced(mgr ctrl.Manager) ctrlmanager.RunnableFunc {
 	return func(ctx context.Context) error {
-		if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{}); err != nil {
+		if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{}); err != nil {
 			return nil // stopping, or the informer failed; nothing to release
 		}
 		debug.FreeOSMemory()
 		var ms goruntime.MemStats
 		goruntime.ReadMemStats(&ms)
-		ctrl.Log.WithName("memory").Info("pod cache synced; unused memory returned to the OS",
+		ctrl.Log.WithName("memory").Info("node cache synced; unused memory returned to the OS",
 			"heapInUseMB", ms.HeapInuse>>20, "heapReleasedMB", ms.HeapReleased>>20, "sysMB", ms.Sys>>20)
 		return nil
 	}

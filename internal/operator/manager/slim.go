@@ -11,15 +11,15 @@ import (
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 )
 
-// SlimPod is the pod cache's transform. Every pod of the cluster is cached,
-// so it keeps only what the drain plan, the evictions and the status read:
-// identity, creation and deletion times, the controller's kind, the mirror
-// pod annotation, Cluster API's drain label, node, tolerations and phase.
-// Other labels, other annotations,
-// other owners, containers, volumes, conditions and managed fields are
-// dropped. Strings and values that many pods share (namespace, node name,
-// owner kind and API version, tolerations) are stored once, so that the
-// operator's memory grows with the number of pods and not with their size.
+// SlimPod is the transform of the pod informers (one per node being
+// drained, package nodepods). It keeps only what the drain plan, the
+// evictions and the status read: identity, creation and deletion times, the
+// controller's kind, the mirror pod annotation, Cluster API's drain label,
+// node, tolerations and phase. Other labels, other annotations, other
+// owners, containers, volumes, conditions and managed fields are dropped.
+// Strings and values that many pods share (namespace, node name, owner kind
+// and API version, tolerations) are stored once, so that the operator's
+// memory grows with the number of pods it holds and not with their size.
 // Anything that is not a pod passes through unchanged.
 //
 // The cache's objects are read-only (reads hand out deep copies), which is

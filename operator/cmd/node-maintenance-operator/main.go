@@ -56,7 +56,8 @@ func main() {
 	ctrl.Log.WithName("setup").Info("starting node-maintenance-operator", "version", version,
 		"revision", buildRevision(), "uid", os.Getuid(), "gid", os.Getgid())
 	if os.Getenv("GOGC") == "" {
-		// The pod cache is most of the heap and lives as long as the
+		// The caches (nodes above all, and the pods of the nodes being
+		// drained) are most of the heap and live as long as the
 		// process. Go's default (GOGC=100) lets the heap grow to twice the
 		// live size between collections; half that headroom keeps the
 		// resident size close to the cache for little CPU, since the
