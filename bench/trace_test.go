@@ -39,7 +39,8 @@ func writeTrace(t testing.TB, c *testcluster.Cluster, name string, spans ...span
 		text += fmt.Sprintf("## Round %d\n\n%s\n", i, formatTrace(events, s))
 	}
 	path := filepath.Join(dir, name)
-	if err := os.MkdirAll(dir, 0o755); err == nil {
+	err = os.MkdirAll(dir, 0o755)
+	if err == nil {
 		err = os.WriteFile(path, []byte(text), 0o644)
 	}
 	if err != nil {
