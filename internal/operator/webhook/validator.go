@@ -161,12 +161,20 @@ func (v *Validator) admitCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenan
 	batch := v.pending
 	v.pending = nil
 	v.pendingMu.Unlock()
-	errs := v.admitAll(ctx, batch)
+	// The batch decides for every create in it: one caller that gives up
+	// must not fail the others.
+	batchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+	defer cancel()
+	errs := v.admitAll(batchCtx, batch)
 	for i, r := range batch {
 		r.done <- errs[i]
 	}
 	return <-req.done
 }
+
+// batchTimeout bounds one batch's decision, within the webhook's own timeout
+// (15 s).
+const batchTimeout = 10 * time.Second
 
 // pendingCreate is a create waiting for admitCreate's decision.
 type pendingCreate struct {
