@@ -113,7 +113,7 @@ func ReadFor(ctx context.Context, r client.Reader, known Known, b Bounds) (drain
 	// the bounds say so.
 	list := func(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
 		if b.FromWatchCache {
-			opts = append(opts, anyVersion{})
+			opts = append(opts, AnyVersion)
 		}
 		return r.List(ctx, l, opts...)
 	}
@@ -140,12 +140,14 @@ func ReadFor(ctx context.Context, r client.Reader, known Known, b Bounds) (drain
 			return nil
 		})
 	}
-	g.Go(func() (err error) {
-		if smallPods, err = within(gctx, r, &corev1.PodList{}, b.Pods); err != nil {
-			return fmt.Errorf("count pods: %w", err)
-		}
-		return nil
-	})
+	if known.Nodes == nil || smallNodes { // too many nodes known: no need to count the pods
+		g.Go(func() (err error) {
+			if smallPods, err = within(gctx, r, &corev1.PodList{}, b.Pods); err != nil {
+				return fmt.Errorf("count pods: %w", err)
+			}
+			return nil
+		})
+	}
 	if err := g.Wait(); err != nil {
 		return in, err
 	}
