@@ -41,8 +41,8 @@ type Validator struct {
 	// Reader reads live from the API server: admission must not decide on a
 	// stale cache.
 	Reader client.Reader
-	// Nodes, when set, reads the nodes the guard checks (the manager's
-	// informer cache): a live list waits for the API server's watch cache
+	// Nodes reads the nodes the guard checks (the manager's informer
+	// cache; Reader when nil): a live list waits for the API server's watch cache
 	// to catch up with etcd, about 100 ms whenever no node was written
 	// lately, on every create. The guard is checked again by the
 	// controller, on its own cache, before the node is touched; what a
@@ -341,10 +341,8 @@ func (v *Validator) checkMaxUnavailable(nm *nmv1beta1.NodeMaintenance, inMainten
 
 // checkNodeGuards refuses a control-plane node and the last schedulable node
 // unless spec.drain allows them (validation.ValidateNodeGuards). It returns
-// the nodes when it read every one of them, else nil. From the informer
-// cache (Nodes) it reads them all, without copies; live, a page at a time,
-// and only until another schedulable node shows up, so that a large
-// cluster costs one small read.
+// every node of the cluster when it read them (the preview reuses them),
+// else nil.
 func (v *Validator) checkNodeGuards(ctx context.Context, nm *nmv1beta1.NodeMaintenance, node *corev1.Node) ([]corev1.Node, error) {
 	if err := validation.ValidateControlPlane(node, nm.Spec.Drain); err != nil {
 		return nil, err
@@ -352,37 +350,17 @@ func (v *Validator) checkNodeGuards(ctx context.Context, nm *nmv1beta1.NodeMaint
 	if nm.Spec.Drain != nil && nm.Spec.Drain.AllowLastSchedulableNode {
 		return nil, nil
 	}
-	if v.Nodes != nil {
-		all := &corev1.NodeList{}
-		if err := v.Nodes.List(ctx, all, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("cannot list the nodes to check that node %q is not the last schedulable one: %w", nm.Spec.NodeName, err)
-		}
-		return all.Items, validation.ValidateLastSchedulable(node, all.Items, nm.Spec.Drain)
+	reader := v.Nodes
+	if reader == nil {
+		reader = v.Reader
 	}
-	var seen []corev1.Node
-	page := &corev1.NodeList{}
-	for first := true; ; first = false {
-		if err := v.Reader.List(ctx, page, client.Limit(nodePageSize), client.Continue(page.Continue)); err != nil {
-			return nil, fmt.Errorf("cannot list the nodes to check that node %q is not the last schedulable one: %w", nm.Spec.NodeName, err)
-		}
-		var all []corev1.Node
-		if first && page.Continue == "" {
-			all = page.Items
-		}
-		for i := range page.Items {
-			if page.Items[i].Name != node.Name && validation.Unschedulable(&page.Items[i]) == "" {
-				return all, nil
-			}
-		}
-		seen = append(seen, page.Items...)
-		if page.Continue == "" {
-			return seen, validation.ValidateLastSchedulable(node, seen, nm.Spec.Drain)
-		}
+	all := &corev1.NodeList{}
+	// Without copies from the informer cache: the nodes are only read.
+	if err := reader.List(ctx, all, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("cannot list the nodes to check that node %q is not the last schedulable one: %w", nm.Spec.NodeName, err)
 	}
+	return all.Items, validation.ValidateLastSchedulable(node, all.Items, nm.Spec.Drain)
 }
-
-// nodePageSize is how many nodes one read of checkNodeGuards returns.
-const nodePageSize = 100
 
 func (v *Validator) now() time.Time {
 	if v.Now != nil {
