@@ -286,17 +286,24 @@ func endMaintenance(t testing.TB, c *testcluster.Cluster, node string) {
 		if !apierrors.IsNotFound(err) {
 			return false, client.IgnoreNotFound(err)
 		}
-		n, err := c.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, taint := range n.Spec.Taints {
-			if taint.Key == corev1.TaintNodeUnschedulable {
-				return false, nil
-			}
-		}
-		return !n.Spec.Unschedulable, nil
+		return takesPods(ctx, c, node)
 	})
+}
+
+// takesPods reports whether node is uncordoned and its unschedulable taint
+// is off (the node lifecycle controller removes it a moment after the
+// uncordon).
+func takesPods(ctx context.Context, c *testcluster.Cluster, node string) (bool, error) {
+	n, err := c.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == corev1.TaintNodeUnschedulable {
+			return false, nil
+		}
+	}
+	return !n.Spec.Unschedulable, nil
 }
 
 // refill puts the Deployment app's pods pods back on node: its spare node is
@@ -334,16 +341,7 @@ func cordon(t testing.TB, c *testcluster.Cluster, node string, unschedulable boo
 		return
 	}
 	testcluster.WaitFor(t, time.Minute, "node "+node+" without the unschedulable taint", func(ctx context.Context) (bool, error) {
-		n, err := c.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, taint := range n.Spec.Taints {
-			if taint.Key == corev1.TaintNodeUnschedulable {
-				return false, nil
-			}
-		}
-		return true, nil
+		return takesPods(ctx, c, node)
 	})
 }
 
