@@ -65,24 +65,17 @@ func (r *NodeMaintenanceReconciler) maintain(ctx context.Context, nm *nmv1beta1.
 	}
 	setRound(s.status, round)
 	setDrainConditions(s, round, r.now())
-	if onlyCounts(&nm.Status, s.status) {
-		// Pods counted out, nothing else: written at most every
-		// statusInterval, so that a fast drain is not slowed by writes of
-		// its own progress.
-		if wait := statusInterval - r.now().Sub(s.progress.lastProgressWrite); wait > 0 {
-			res := r.afterRound(ctx, s, round)
-			res.RequeueAfter = min(res.RequeueAfter, wait)
-			return res, nil
-		}
-	}
-	before := nm.ResourceVersion
-	if err := r.writeStatus(ctx, nm, s.status); err != nil {
+	// Pods counted out, nothing else: written at most every statusInterval,
+	// so that a fast drain is not slowed by writes of its own progress.
+	wait, err := r.writeProgress(ctx, s, statusInterval)
+	if err != nil {
 		return requeueOnConflict(err)
 	}
-	if nm.ResourceVersion != before {
-		s.progress.lastProgressWrite = r.now()
+	res = r.afterRound(ctx, s, round)
+	if wait > 0 {
+		res.RequeueAfter = min(res.RequeueAfter, wait)
 	}
-	return r.afterRound(ctx, s, round), nil
+	return res, nil
 }
 
 // observe reads the recorded prior state and the node, and holds the lease.

@@ -135,22 +135,15 @@ func (r *NodeMaintenanceReconciler) waitForSlot(ctx context.Context, s *scope) (
 		s.status.Phase = nmv1beta1.MaintenanceRunning
 	}
 	setCondition(s, nmv1beta1.ConditionQueued, true, nmv1beta1.ReasonWaitingForSlot, msg, r.now())
-	if wasQueued && onlyCounts(&s.nm.Status, s.status) {
-		// The queue moved, this one still waits: the names it waits
-		// behind are rewritten at most every queueStatusInterval. Every
-		// queued maintenance decides again at each slot change, and
-		// rewriting all of them each time is writes in the square of the
-		// queue's length, on the API server the drains need.
-		if wait := queueStatusInterval - r.now().Sub(s.progress.lastProgressWrite); wait > 0 {
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
-	}
-	before := s.nm.ResourceVersion
-	if err := r.writeStatus(ctx, s.nm, s.status); err != nil {
+	// The queue moved, this one still waits: the names it waits behind are
+	// rewritten at most every queueStatusInterval. Every queued maintenance
+	// decides again at each slot change, and rewriting all of them each time
+	// is writes in the square of the queue's length, on the API server the
+	// drains need.
+	if wait, err := r.writeProgress(ctx, s, queueStatusInterval); err != nil {
 		return requeueOnConflict(err)
-	}
-	if s.nm.ResourceVersion != before {
-		s.progress.lastProgressWrite = r.now()
+	} else if wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if !wasQueued {
 		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeNormal, ReasonQueued, "Queue", "Maintenance of node %s %s", s.nm.Spec.NodeName, msg)

@@ -123,6 +123,25 @@ func (r *NodeMaintenanceReconciler) writeStatus(ctx context.Context, nm *nmv1bet
 	return nil
 }
 
+// writeProgress writes s.status as writeStatus does, except a change of the
+// counts alone (onlyCounts) within interval of the last write it made: it
+// writes nothing then, and returns how long is left.
+func (r *NodeMaintenanceReconciler) writeProgress(ctx context.Context, s *scope, interval time.Duration) (time.Duration, error) {
+	if onlyCounts(&s.nm.Status, s.status) {
+		if wait := interval - r.now().Sub(s.progress.lastProgressWrite); wait > 0 {
+			return wait, nil
+		}
+	}
+	before := s.nm.ResourceVersion
+	if err := r.writeStatus(ctx, s.nm, s.status); err != nil {
+		return 0, err
+	}
+	if s.nm.ResourceVersion != before {
+		s.progress.lastProgressWrite = r.now()
+	}
+	return 0, nil
+}
+
 // statusInterval is how often at most the status of a drain in progress is
 // written when only its counts changed (onlyCounts): pods that left, the
 // pending list and the messages that count them. A change of phase, of a
