@@ -11,24 +11,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
-	schedulinghelper "k8s.io/component-helpers/scheduling/corev1"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/klog/v2"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 )
 
 // PreviewInput is what a drain preview reads from the cluster, at one moment.
-// The preview classifies the pods with the drain's own rules (Filters and
-// NewPlan, the cordon taken to happen now), so it cannot disagree with the
-// drain about which pods leave.
+// The preview classifies the pods with the drain's own NewPlan and Rules
+// (the cordon taken to happen now), so it cannot disagree with the drain
+// about which pods leave, stay or are waited for.
 type PreviewInput struct {
 	// Node is the node that would be put into maintenance.
 	Node *corev1.Node
@@ -149,53 +141,30 @@ const FirstFitNote = "a first-fit estimate: the CPU, memory and pod-count reques
 	"Ready, schedulable nodes whose taints the pod tolerates and whose labels match its nodeSelector and required node " +
 	"affinity; pod affinity, topology spread and host ports are not considered"
 
-// NewPreview analyses in. The only error is a podSelector that is not a
-// valid label selector.
+// NewPreview analyses in: the pods are classified by NewPlan under the
+// Rules the drain pass would use, the cordon taken to happen at in.Now. The
+// only error is a podSelector that is not a valid label selector.
 func NewPreview(in PreviewInput) (Preview, error) {
-	p := Preview{Node: in.Node.Name}
-	var selected func(*corev1.Pod) bool
-	if in.Policy != nil && in.Policy.PodSelector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(in.Policy.PodSelector)
-		if err != nil {
-			return Preview{}, fmt.Errorf("spec.drain.podSelector: %w", err)
-		}
-		selected = func(pod *corev1.Pod) bool { return sel.Matches(labels.Set(pod.Labels)) }
+	plan, err := NewPlan(in.Pods, Rules{Policy: in.Policy, Node: in.Node, CordonedAt: in.Now, Now: in.Now})
+	if err != nil {
+		return Preview{}, err
 	}
-	plan := NewPlan(in.Pods, Filters(in.Now, nodestate.MaintenanceTaints, selected))
-	for _, pod := range plan.ToEvict {
-		p.Evict = append(p.Evict, nameOf(&pod))
-	}
-	for _, pod := range plan.Last {
-		p.Evict = append(p.Evict, nameOf(&pod))
-	}
-	for name, reason := range plan.Skipped {
-		p.Skip = append(p.Skip, PodReason{Pod: name, Reason: reason})
-	}
-	for _, pod := range plan.Terminating {
-		p.WaitFor = append(p.WaitFor, PodReason{Pod: nameOf(&pod), Reason: WaitTerminating})
-	}
-	for _, pod := range plan.WaitCompleted {
-		p.WaitFor = append(p.WaitFor, PodReason{Pod: nameOf(&pod), Reason: WaitCompleted})
-	}
-	slices.SortFunc(p.Evict, compareName)
-	sortReasons(p.Skip)
-	sortReasons(p.WaitFor)
-
+	p := listPlan(in.Node.Name, plan)
 	evicted := append(append([]corev1.Pod{}, plan.ToEvict...), plan.Last...)
 	// Finished pods hold nothing and run nothing: evicting them loses
 	// nothing, needs no room, and no budget refuses it.
-	running := slices.DeleteFunc(slices.Clone(evicted), finished)
+	running := slices.DeleteFunc(slices.Clone(evicted), func(pod corev1.Pod) bool { return finished(&pod) })
 	p.Risks = append(p.Risks, budgetRisks(running, in.Budgets)...)
 	checked := slices.DeleteFunc(slices.Clone(running), func(pod corev1.Pod) bool { return in.NoOutageCheck[pod.Namespace] != "" })
 	p.Risks = append(p.Risks, outageRisks(in.Node.Name, checked, in.OtherPods, in.ReplicaSets)...)
 	p.NoOutageCheck = in.NoOutageCheck
 	p.Risks = append(p.Risks, podRisks(running)...)
-	if err := validation.ValidateControlPlane(in.Node, in.Policy); err != nil {
+	var nodes func() ([]corev1.Node, error)
+	if in.NoCapacity == "" { // every node listed
+		nodes = func() ([]corev1.Node, error) { return in.Nodes, nil }
+	}
+	if err := validation.ValidateNodeGuards(in.Node, in.Policy, nodes); err != nil {
 		p.Risks = append(p.Risks, Risk{Kind: RiskGuard, Subject: "node " + in.Node.Name, Message: err.Error()})
-	} else if in.NoCapacity == "" { // all nodes listed
-		if err := validation.ValidateLastSchedulable(in.Node, in.Nodes, in.Policy); err != nil {
-			p.Risks = append(p.Risks, Risk{Kind: RiskGuard, Subject: "node " + in.Node.Name, Message: err.Error()})
-		}
 	}
 	if p.NoCapacity = in.NoCapacity; p.NoCapacity == "" {
 		var noRoom *Risk
@@ -211,6 +180,28 @@ func NewPreview(in PreviewInput) (Preview, error) {
 		return cmp.Or(cmp.Compare(slices.Index(riskOrder, a.Kind), slices.Index(riskOrder, b.Kind)), cmp.Compare(a.Subject, b.Subject))
 	})
 	return p, nil
+}
+
+// listPlan is the plan as the preview's three sorted lists: evict, skip and
+// wait for.
+func listPlan(node string, plan Plan) Preview {
+	p := Preview{Node: node}
+	for _, pod := range append(append([]corev1.Pod{}, plan.ToEvict...), plan.Last...) {
+		p.Evict = append(p.Evict, nameOf(&pod))
+	}
+	for name, reason := range plan.Skipped {
+		p.Skip = append(p.Skip, PodReason{Pod: name, Reason: reason})
+	}
+	for _, pod := range plan.Terminating {
+		p.WaitFor = append(p.WaitFor, PodReason{Pod: nameOf(&pod), Reason: WaitTerminating})
+	}
+	for _, pod := range plan.WaitCompleted {
+		p.WaitFor = append(p.WaitFor, PodReason{Pod: nameOf(&pod), Reason: WaitCompleted})
+	}
+	slices.SortFunc(p.Evict, compareName)
+	sortReasons(p.Skip)
+	sortReasons(p.WaitFor)
+	return p
 }
 
 // Blockers are the risks the drain will wait on.
@@ -259,280 +250,4 @@ func count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// budgetRisks: budgets that allow no disruption now over pods to evict, and
-// pods under several budgets.
-func budgetRisks(evicted []corev1.Pod, budgets []policyv1.PodDisruptionBudget) []Risk {
-	under := map[types.NamespacedName][]string{}
-	held := map[int][]types.NamespacedName{}
-	for i := range budgets {
-		pdb := &budgets[i]
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil {
-			continue // the API server validates selectors; nothing to say about one it let through
-		}
-		for j := range evicted {
-			pod := &evicted[j]
-			if pod.Namespace != pdb.Namespace || !sel.Matches(labels.Set(pod.Labels)) {
-				continue
-			}
-			under[nameOf(pod)] = append(under[nameOf(pod)], pdb.Name)
-			if pdb.Status.DisruptionsAllowed <= 0 {
-				held[i] = append(held[i], nameOf(pod))
-			}
-		}
-	}
-	var out []Risk
-	for i, pods := range held {
-		pdb := &budgets[i]
-		slices.SortFunc(pods, compareName)
-		subject := fmt.Sprintf("PodDisruptionBudget %s/%s", pdb.Namespace, pdb.Name)
-		out = append(out, Risk{Kind: RiskBudgetAllowsNone, Subject: subject, Pods: pods, Message: fmt.Sprintf(
-			"%s allows no disruption now (%d healthy pods, %d required): the drain will wait to evict %s until it does. "+
-				"Scale the workload up or relax the budget first",
-			subject, pdb.Status.CurrentHealthy, pdb.Status.DesiredHealthy, podList(pods))})
-	}
-	for pod, names := range under {
-		if len(names) < 2 {
-			continue
-		}
-		slices.Sort(names)
-		out = append(out, Risk{Kind: RiskMultipleBudgets, Subject: "pod " + pod.String(), Pods: []types.NamespacedName{pod}, Message: fmt.Sprintf(
-			"pod %s is under %d PodDisruptionBudgets (%s): the Eviction API refuses to evict it, so the drain will wait for it. "+
-				"Make the budgets' selectors disjoint", pod, len(names), strings.Join(names, ", "))})
-	}
-	return out
-}
-
-// workload names the workload of a pod: the Deployment of a ReplicaSet's
-// pod when the ReplicaSets say so, its controller otherwise.
-type workload struct{ kind, namespace, name string }
-
-func (w workload) String() string { return fmt.Sprintf("%s %s/%s", w.kind, w.namespace, w.name) }
-
-func workloadOf(pod *corev1.Pod, deploymentOf map[types.NamespacedName]string) (workload, bool) {
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil {
-		return workload{}, false
-	}
-	if ref.Kind == "ReplicaSet" {
-		if d, ok := deploymentOf[types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}]; ok {
-			return workload{"Deployment", pod.Namespace, d}, true
-		}
-	}
-	return workload{ref.Kind, pod.Namespace, ref.Name}, true
-}
-
-// outageRisks: workloads whose every ready replica is among the pods to
-// evict.
-func outageRisks(node string, evicted, others []corev1.Pod, replicaSets []appsv1.ReplicaSet) []Risk {
-	deploymentOf := map[types.NamespacedName]string{}
-	for i := range replicaSets {
-		if ref := metav1.GetControllerOf(&replicaSets[i]); ref != nil && ref.Kind == "Deployment" {
-			deploymentOf[types.NamespacedName{Namespace: replicaSets[i].Namespace, Name: replicaSets[i].Name}] = ref.Name
-		}
-	}
-	here := map[workload][]types.NamespacedName{}
-	var order []workload
-	for i := range evicted {
-		if w, ok := workloadOf(&evicted[i], deploymentOf); ok && ready(&evicted[i]) {
-			if _, seen := here[w]; !seen {
-				order = append(order, w)
-			}
-			here[w] = append(here[w], nameOf(&evicted[i]))
-		}
-	}
-	elsewhere := map[workload]bool{}
-	for i := range others {
-		if w, ok := workloadOf(&others[i], deploymentOf); ok && ready(&others[i]) {
-			elsewhere[w] = true
-		}
-	}
-	var out []Risk
-	for _, w := range order {
-		if elsewhere[w] {
-			continue
-		}
-		pods := here[w]
-		slices.SortFunc(pods, compareName)
-		out = append(out, Risk{Kind: RiskOutage, Subject: w.String(), Pods: pods, Message: fmt.Sprintf(
-			"%s has every ready replica on node %s (%d: %s): the drain takes it down, it does not move it. "+
-				"Scale it up and spread it over other nodes first",
-			w, node, len(pods), podList(pods))})
-	}
-	return out
-}
-
-// podRisks: pods deleted for good, and emptyDir data lost.
-func podRisks(evicted []corev1.Pod) []Risk {
-	var out []Risk
-	for i := range evicted {
-		pod := &evicted[i]
-		name := nameOf(pod)
-		if metav1.GetControllerOf(pod) == nil {
-			out = append(out, Risk{Kind: RiskNoController, Subject: "pod " + name.String(), Pods: []types.NamespacedName{name},
-				Message: fmt.Sprintf("pod %s has no controller: it will be deleted and not recreated elsewhere", name)})
-		}
-		var volumes []string
-		for _, v := range pod.Spec.Volumes {
-			if v.EmptyDir != nil {
-				volumes = append(volumes, v.Name)
-			}
-		}
-		if len(volumes) > 0 {
-			out = append(out, Risk{Kind: RiskEmptyDir, Subject: "pod " + name.String(), Pods: []types.NamespacedName{name},
-				Message: fmt.Sprintf("pod %s has emptyDir volumes (%s): their data is deleted with the pod", name, strings.Join(volumes, ", "))})
-		}
-	}
-	return out
-}
-
-// room is what a node has left for new pods.
-type room struct {
-	node     *corev1.Node
-	cpu, mem int64 // millicores, bytes
-	pods     int64
-}
-
-// firstFit places the evicted pods that have a controller (the others are
-// not recreated) on the other nodes, largest first, each on the first node
-// by name that accepts it and has room left, and returns those that fit
-// nowhere with the risk that says so (nil when all fit).
-func firstFit(drained string, evicted []corev1.Pod, nodes []corev1.Node, others []corev1.Pod) ([]types.NamespacedName, *Risk) {
-	type demand struct {
-		pod      *corev1.Pod
-		cpu, mem int64
-	}
-	var demands []demand
-	for i := range evicted {
-		if metav1.GetControllerOf(&evicted[i]) == nil {
-			continue
-		}
-		req := resourcehelper.PodRequests(&evicted[i], resourcehelper.PodResourcesOptions{})
-		demands = append(demands, demand{&evicted[i], req.Cpu().MilliValue(), req.Memory().Value()})
-	}
-	if len(demands) == 0 {
-		return nil, nil
-	}
-	slices.SortStableFunc(demands, func(a, b demand) int {
-		return cmp.Or(cmp.Compare(b.cpu, a.cpu), cmp.Compare(b.mem, a.mem), compareName(nameOf(a.pod), nameOf(b.pod)))
-	})
-	var rooms []*room
-	byName := map[string]*room{}
-	for i := range nodes {
-		n := &nodes[i]
-		if n.Name == drained || n.Spec.Unschedulable || !nodeIsReady(n) {
-			continue
-		}
-		alloc := n.Status.Allocatable
-		r := &room{node: n, cpu: alloc.Cpu().MilliValue(), mem: alloc.Memory().Value(), pods: alloc.Pods().Value()}
-		rooms = append(rooms, r)
-		byName[n.Name] = r
-	}
-	slices.SortFunc(rooms, func(a, b *room) int { return cmp.Compare(a.node.Name, b.node.Name) })
-	for i := range others {
-		pod := &others[i]
-		r, ok := byName[pod.Spec.NodeName]
-		if !ok || finished(*pod) {
-			continue
-		}
-		req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-		r.cpu -= req.Cpu().MilliValue()
-		r.mem -= req.Memory().Value()
-		r.pods--
-	}
-	var unplaced []types.NamespacedName
-	why := map[types.NamespacedName]string{}
-	for _, d := range demands {
-		accepting, placed := 0, false
-		for _, r := range rooms {
-			if !accepts(r.node, d.pod) {
-				continue
-			}
-			accepting++
-			if r.cpu >= d.cpu && r.mem >= d.mem && r.pods >= 1 {
-				r.cpu, r.mem, r.pods = r.cpu-d.cpu, r.mem-d.mem, r.pods-1
-				placed = true
-				break
-			}
-		}
-		if placed {
-			continue
-		}
-		name := nameOf(d.pod)
-		unplaced = append(unplaced, name)
-		needs := fmt.Sprintf("requests cpu %s, memory %s", resource.NewMilliQuantity(d.cpu, resource.DecimalSI), resource.NewQuantity(d.mem, resource.BinarySI))
-		if accepting == 0 {
-			why[name] = fmt.Sprintf("%s (%s): no other Ready, schedulable node matches its node selector, affinity and tolerations", name, needs)
-		} else {
-			why[name] = fmt.Sprintf("%s (%s): the %s it may run on lack the free CPU, memory or pod slots", name, needs, count(accepting, "node"))
-		}
-	}
-	if len(unplaced) == 0 {
-		return nil, nil
-	}
-	slices.SortFunc(unplaced, compareName)
-	reasons := make([]string, 0, min(len(unplaced), maxPodsPerProblem))
-	for _, name := range unplaced[:min(len(unplaced), maxPodsPerProblem)] {
-		reasons = append(reasons, why[name])
-	}
-	more := ""
-	if extra := len(unplaced) - len(reasons); extra > 0 {
-		more = fmt.Sprintf("; and %d more", extra)
-	}
-	return unplaced, &Risk{Kind: RiskNoRoom, Subject: "node " + drained, Pods: unplaced, Message: fmt.Sprintf(
-		"%s evicted from node %s would fit on no other node, so their replacements would stay Pending: %s%s. "+
-			"Add nodes or free room first (this is a first-fit estimate of requests, not the scheduler's decision)",
-		count(len(unplaced), "pod"), drained, strings.Join(reasons, "; "), more)}
-}
-
-// accepts reports whether the scheduler could put pod on node as far as
-// node labels and taints go: nodeSelector, required node affinity, and the
-// NoSchedule and NoExecute taints.
-func accepts(node *corev1.Node, pod *corev1.Pod) bool {
-	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {
-		return false
-	}
-	_, untolerated := schedulinghelper.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
-		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-	}, false)
-	return !untolerated
-}
-
-func nodeIsReady(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func ready(pod *corev1.Pod) bool {
-	if pod.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func finished(pod corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
-
-func nameOf(pod *corev1.Pod) types.NamespacedName {
-	return types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-}
-
-func compareName(a, b types.NamespacedName) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-}
-
-func sortReasons(rs []PodReason) {
-	slices.SortFunc(rs, func(a, b PodReason) int { return compareName(a.Pod, b.Pod) })
 }

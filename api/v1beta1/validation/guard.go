@@ -24,6 +24,17 @@ func IsControlPlane(node *corev1.Node) bool {
 	return cp || legacy
 }
 
+// NodeReady reports whether node's Ready condition is True: its kubelet
+// reports and runs pods. A node without the condition is not Ready.
+func NodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // Unschedulable says why pods without special tolerations cannot be
 // scheduled on node: it is cordoned, not Ready, or tainted NoSchedule or
 // NoExecute. It is empty for a schedulable node.
@@ -31,13 +42,7 @@ func Unschedulable(node *corev1.Node) string {
 	if node.Spec.Unschedulable {
 		return "cordoned"
 	}
-	ready := false
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			ready = c.Status == corev1.ConditionTrue
-		}
-	}
-	if !ready {
+	if !NodeReady(node) {
 		return "not Ready"
 	}
 	for _, t := range node.Spec.Taints {
@@ -51,12 +56,25 @@ func Unschedulable(node *corev1.Node) string {
 // ValidateNodeGuards refuses the maintenance of a control-plane node and of
 // the last schedulable node of the cluster unless the drain policy allows it
 // (ValidateControlPlane, ValidateLastSchedulable). The webhook applies it
-// when a NodeMaintenance is created, the operator again before it cordons.
-func ValidateNodeGuards(node *corev1.Node, nodes []corev1.Node, d *v1beta1.DrainPolicy) error {
+// when a NodeMaintenance is created, the operator again before it cordons,
+// and the preview reports what it would refuse.
+//
+// nodes lists every node of the cluster; it is called only when the last
+// schedulable node is checked (a control-plane node refused first, or
+// spec.drain.allowLastSchedulableNode, need no list). A nil nodes says they
+// are not known, and only the control-plane guard applies.
+func ValidateNodeGuards(node *corev1.Node, d *v1beta1.DrainPolicy, nodes func() ([]corev1.Node, error)) error {
 	if err := ValidateControlPlane(node, d); err != nil {
 		return err
 	}
-	return ValidateLastSchedulable(node, nodes, d)
+	if nodes == nil || (d != nil && d.AllowLastSchedulableNode) {
+		return nil
+	}
+	all, err := nodes()
+	if err != nil {
+		return fmt.Errorf("cannot list the nodes to check that node %q is not the last schedulable one: %w", node.Name, err)
+	}
+	return ValidateLastSchedulable(node, all, d)
 }
 
 // ValidateControlPlane refuses a control-plane node unless

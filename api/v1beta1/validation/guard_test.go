@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -62,7 +63,11 @@ func TestValidateNodeGuards(t *testing.T) {
 			drain: &v1beta1.DrainPolicy{AllowControlPlaneNode: true}, want: "allowLastSchedulableNode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateNodeGuards(&tc.node, tc.others, tc.drain)
+			listed := false
+			err := ValidateNodeGuards(&tc.node, tc.drain, func() ([]corev1.Node, error) { listed = true; return tc.others, nil })
+			if listed && (IsControlPlane(&tc.node) && (tc.drain == nil || !tc.drain.AllowControlPlaneNode) || tc.drain != nil && tc.drain.AllowLastSchedulableNode) {
+				t.Error("listed the nodes although the last schedulable node is not checked")
+			}
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -74,3 +79,21 @@ func TestValidateNodeGuards(t *testing.T) {
 		})
 	}
 }
+
+// Without the nodes (nil), only the control-plane guard applies; a list that
+// fails is an error that says which check it was for.
+func TestValidateNodeGuardsWithoutTheNodes(t *testing.T) {
+	if err := ValidateNodeGuards(ptrTo(guardNode("node01", nil)), nil, nil); err != nil {
+		t.Errorf("the only node, nodes unknown: %v", err)
+	}
+	cp := guardNode("cp1", func(n *corev1.Node) { n.Labels[ControlPlaneLabel] = "" })
+	if err := ValidateNodeGuards(&cp, nil, nil); err == nil {
+		t.Error("a control-plane node was admitted when the nodes are not known")
+	}
+	err := ValidateNodeGuards(ptrTo(guardNode("node01", nil)), nil, func() ([]corev1.Node, error) { return nil, errors.New("forbidden") })
+	if err == nil || !strings.Contains(err.Error(), `cannot list the nodes to check that node "node01" is not the last schedulable one: forbidden`) {
+		t.Errorf("a failed list: %v", err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

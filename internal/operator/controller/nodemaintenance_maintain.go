@@ -115,11 +115,16 @@ func (r *NodeMaintenanceReconciler) observe(ctx context.Context, s *scope) (ctrl
 // create; this catches what it could not see: a maintenance admitted while
 // another node was still schedulable, or created without the webhook.
 func (r *NodeMaintenanceReconciler) guard(ctx context.Context, s *scope) (ctrl.Result, error) {
-	nodes := &corev1.NodeList{}
-	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list nodes to check that node %s is not the last schedulable one: %w", s.nm.Spec.NodeName, err)
-	}
-	if err := validation.ValidateNodeGuards(s.node, nodes.Items, s.nm.Spec.Drain); err != nil {
+	var listErr error
+	err := validation.ValidateNodeGuards(s.node, s.nm.Spec.Drain, func() ([]corev1.Node, error) {
+		nodes := &corev1.NodeList{}
+		listErr = r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy)
+		return nodes.Items, listErr
+	})
+	switch {
+	case listErr != nil:
+		return ctrl.Result{}, err // a read that failed: retried, nothing decided
+	case err != nil:
 		return r.fail(ctx, s, err.Error()+". Node "+s.nm.Spec.NodeName+" was not touched; delete this NodeMaintenance")
 	}
 	return ctrl.Result{}, nil
@@ -186,14 +191,9 @@ func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.P
 		log.FromContext(ctx).Info("the pods of the node are not listed yet; the drain waits for them", "node", s.node.Name)
 		return drain.Plan{}, ctrl.Result{RequeueAfter: podsSyncRetry}, nil
 	}
-	selected, err := r.selected(ctx, s)
+	plan, err := drain.NewPlan(pods, r.rules(s))
 	if err != nil {
-		return drain.Plan{}, ctrl.Result{}, err
-	}
-	plan := drain.NewPlan(pods, drain.Filters(s.prior.CordonedAt, nodestate.MaintenanceTaints, selected))
-	plan = skipDeletedOnDeadNode(plan, policy(s.nm), s.node, r.now())
-	if own := r.Options.OperatorDeployment; own.Name != "" {
-		plan = plan.EvictLast(drain.OwnedByDeployment(own.Namespace, own.Name))
+		return drain.Plan{}, ctrl.Result{}, fmt.Errorf("NodeMaintenance %s: %w", s.nm.Name, err)
 	}
 	// The counts are taken when the drain starts: the pass that first touches
 	// the node (a wait for the lease before it may already have set the
@@ -216,7 +216,7 @@ func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.P
 // event, explained first by any budget an interrupted eviction holds.
 func (r *NodeMaintenanceReconciler) evict(ctx context.Context, s *scope, plan drain.Plan) drain.Round {
 	p := s.progress
-	results := drain.Evict(ctx, r.Evictor, p.notEvictedYet(plan.Evictable(), r.now()), r.Options.EvictionParallelism, policy(s.nm).GracePeriodSeconds)
+	results := drain.Evict(ctx, r.Evictor, p.notEvictedYet(plan.Evictable(), r.now()), r.Options.EvictionParallelism, r.rules(s).Grace())
 	for _, res := range results {
 		if res.Outcome == drain.Evicted {
 			p.evicted[res.UID] = r.now()

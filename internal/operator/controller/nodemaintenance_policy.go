@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,58 +28,16 @@ func policy(nm *nmv1beta1.NodeMaintenance) nmv1beta1.DrainPolicy {
 	return *nm.Spec.Drain
 }
 
-// selected returns spec.drain.podSelector as a test of the node's pods, or
-// nil without one. The node's pod informer keeps them slim, without their
-// labels, so the pods it matches are listed from the API server, which
-// applies the selector.
-func (r *NodeMaintenanceReconciler) selected(ctx context.Context, s *scope) (func(*corev1.Pod) bool, error) {
-	sel := policy(s.nm).PodSelector
-	if sel == nil {
-		return nil, nil
+// rules are the drain's rules for this pass: spec.drain, the node as read
+// now, the cordon's time from the prior-state record, the clock, and the
+// operator's own pods evicted last. The preview builds the same Rules from
+// what it reads (drain.NewPreview), so the two classify every pod alike.
+func (r *NodeMaintenanceReconciler) rules(s *scope) drain.Rules {
+	rules := drain.Rules{Policy: s.nm.Spec.Drain, Node: s.node, CordonedAt: s.prior.CordonedAt, Now: r.now()}
+	if own := r.Options.OperatorDeployment; own.Name != "" {
+		rules.EvictLast = drain.OwnedByDeployment(own.Namespace, own.Name)
 	}
-	selector, err := metav1.LabelSelectorAsSelector(sel)
-	if err != nil {
-		return nil, fmt.Errorf("spec.drain.podSelector of NodeMaintenance %s: %w", s.nm.Name, err)
-	}
-	pods := &corev1.PodList{}
-	if err := r.APIReader.List(ctx, pods, client.MatchingLabelsSelector{Selector: selector}, client.MatchingFields{"spec.nodeName": s.node.Name}); err != nil {
-		return nil, fmt.Errorf("list the pods of node %s that spec.drain.podSelector matches: %w", s.node.Name, err)
-	}
-	match := make(map[types.UID]bool, len(pods.Items))
-	for i := range pods.Items {
-		match[pods.Items[i].UID] = true
-	}
-	return func(p *corev1.Pod) bool { return match[p.UID] }, nil
-}
-
-// skipDeletedOnDeadNode applies spec.drain.skipWaitForDeleteTimeout: on a
-// node that is not Ready, a terminating pod whose deletion was due more than
-// the timeout ago counts as gone (its kubelet cannot confirm it).
-func skipDeletedOnDeadNode(plan drain.Plan, p nmv1beta1.DrainPolicy, node *corev1.Node, now time.Time) drain.Plan {
-	if p.SkipWaitForDeleteTimeout == nil || nodeReady(node) {
-		return plan
-	}
-	timeout := p.SkipWaitForDeleteTimeout.Duration
-	kept := plan.Terminating[:0:0]
-	for _, pod := range plan.Terminating {
-		if pod.DeletionTimestamp != nil && now.Sub(pod.DeletionTimestamp.Time) > timeout {
-			plan.Skipped[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] =
-				fmt.Sprintf("deleted more than %s ago on a node that is not Ready (spec.drain.skipWaitForDeleteTimeout)", timeout)
-			continue
-		}
-		kept = append(kept, pod)
-	}
-	plan.Terminating = kept
-	return plan
-}
-
-func nodeReady(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return rules
 }
 
 // drainDeadline is when spec.drain.timeout expires, counted from the cordon;
@@ -143,7 +100,7 @@ func (r *NodeMaintenanceReconciler) onTimeout(ctx context.Context, s *scope, rou
 // and the NodeMaintenance for each. The drain then waits for them as for
 // any terminating pod.
 func (r *NodeMaintenanceReconciler) force(ctx context.Context, s *scope, round drain.Round, timeout time.Duration) (ctrl.Result, bool, error) {
-	grace := policy(s.nm).GracePeriodSeconds
+	grace := r.rules(s).Grace()
 	deleted := 0
 	for i := range round.Pending {
 		pod := &round.Pending[i]

@@ -8,19 +8,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 )
 
 // SlimPod is the transform of the pod informers (one per node being
-// drained, package nodepods). It keeps only what the drain plan, the
-// evictions and the status read: identity, creation and deletion times, the
-// controller's kind, the mirror pod annotation, Cluster API's drain label,
-// node, tolerations and phase. Other labels, other annotations, other
-// owners, containers, volumes, conditions and managed fields are dropped.
-// Strings and values that many pods share (namespace, node name, owner kind
-// and API version, tolerations) are stored once, so that the operator's
-// memory grows with the number of pods it holds and not with their size.
-// Anything that is not a pod passes through unchanged.
+// drained, package nodepods). It keeps exactly the fields the drain pass
+// reads (drain.PodFields), plus the type and the resourceVersion the
+// informer itself needs: containers, volumes, conditions, other annotations
+// and owners, and managed fields are dropped. Strings and values that many
+// pods share (namespace, node name, owner kind and API version,
+// tolerations) are stored once, so that the operator's memory grows with
+// the number of pods it holds and not with their size. Anything that is not
+// a pod passes through unchanged.
 //
 // The cache's objects are read-only (reads hand out deep copies), which is
 // what makes sharing safe.
@@ -29,46 +28,18 @@ func SlimPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	var annotations map[string]string
-	if v, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
-		annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}
+	slim := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: metav1.ObjectMeta{ResourceVersion: pod.ResourceVersion}}
+	for _, f := range drain.PodFields {
+		f.Copy(slim, pod)
 	}
-	// Of the labels, only Cluster API's drain label, which the drain reads
-	// (spec.drain.podSelector is matched by the API server).
-	var labels map[string]string
-	if v, ok := pod.Labels[nmv1beta1.DrainLabel]; ok {
-		labels = map[string]string{nmv1beta1.DrainLabel: intern(v)}
+	slim.Namespace = intern(slim.Namespace)
+	slim.Spec.NodeName = intern(slim.Spec.NodeName)
+	slim.Spec.Tolerations = sharedTolerations(slim.Spec.Tolerations)
+	for i := range slim.OwnerReferences {
+		ref := &slim.OwnerReferences[i]
+		ref.APIVersion, ref.Kind = intern(ref.APIVersion), intern(ref.Kind)
 	}
-	var owners []metav1.OwnerReference
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		owners = []metav1.OwnerReference{{
-			APIVersion: intern(ref.APIVersion),
-			Kind:       intern(ref.Kind),
-			Name:       ref.Name,
-			UID:        ref.UID,
-			Controller: ref.Controller,
-		}}
-	}
-	return &corev1.Pod{
-		TypeMeta: pod.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name:                       pod.Name,
-			Namespace:                  intern(pod.Namespace),
-			UID:                        pod.UID,
-			ResourceVersion:            pod.ResourceVersion,
-			CreationTimestamp:          pod.CreationTimestamp,
-			DeletionTimestamp:          pod.DeletionTimestamp,
-			DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
-			Labels:                     labels,
-			Annotations:                annotations,
-			OwnerReferences:            owners,
-		},
-		Spec: corev1.PodSpec{
-			NodeName:    intern(pod.Spec.NodeName),
-			Tolerations: sharedTolerations(pod.Spec.Tolerations),
-		},
-		Status: corev1.PodStatus{Phase: pod.Status.Phase},
-	}, nil
+	return slim, nil
 }
 
 // sharedValues keeps one value per key, for values that many pods share,

@@ -344,22 +344,21 @@ func (v *Validator) checkMaxUnavailable(nm *nmv1beta1.NodeMaintenance, inMainten
 // every node of the cluster when it read them (the preview reuses them),
 // else nil.
 func (v *Validator) checkNodeGuards(ctx context.Context, nm *nmv1beta1.NodeMaintenance, node *corev1.Node) ([]corev1.Node, error) {
-	if err := validation.ValidateControlPlane(node, nm.Spec.Drain); err != nil {
-		return nil, err
-	}
-	if nm.Spec.Drain != nil && nm.Spec.Drain.AllowLastSchedulableNode {
-		return nil, nil
-	}
 	reader := v.Nodes
 	if reader == nil {
 		reader = v.Reader
 	}
-	all := &corev1.NodeList{}
-	// Without copies from the informer cache: the nodes are only read.
-	if err := reader.List(ctx, all, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("cannot list the nodes to check that node %q is not the last schedulable one: %w", nm.Spec.NodeName, err)
-	}
-	return all.Items, validation.ValidateLastSchedulable(node, all.Items, nm.Spec.Drain)
+	var listed []corev1.Node
+	err := validation.ValidateNodeGuards(node, nm.Spec.Drain, func() ([]corev1.Node, error) {
+		all := &corev1.NodeList{}
+		// Without copies from the informer cache: the nodes are only read.
+		if err := reader.List(ctx, all, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		listed = all.Items
+		return listed, nil
+	})
+	return listed, err
 }
 
 func (v *Validator) now() time.Time {

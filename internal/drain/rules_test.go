@@ -1,29 +1,18 @@
 package drain
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 )
-
-var taints = []corev1.Taint{
-	{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule},
-	{Key: "medik8s.io/drain", Effect: corev1.TaintEffectNoSchedule},
-}
 
 type podOpt func(*corev1.Pod)
 
@@ -92,7 +81,7 @@ func TestPlanClassifiesPods(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plan := NewPlan([]corev1.Pod{tt.pod}, Filters(cordonedAt, taints, nil))
+			plan := mustPlan(t, []corev1.Pod{tt.pod}, Rules{CordonedAt: cordonedAt})
 			got := ""
 			switch {
 			case len(plan.ToEvict) == 1:
@@ -110,7 +99,7 @@ func TestPlanClassifiesPods(t *testing.T) {
 }
 
 func TestPlanIsSortedAndPendingIncludesTerminating(t *testing.T) {
-	plan := NewPlan([]corev1.Pod{pod("c"), pod("a"), pod("b", terminating), pod("d", ownedBy("DaemonSet", "apps/v1"))}, Filters(time.Time{}, taints, nil))
+	plan := mustPlan(t, []corev1.Pod{pod("c"), pod("a"), pod("b", terminating), pod("d", ownedBy("DaemonSet", "apps/v1"))}, Rules{})
 	if got := names(plan.ToEvict); fmt.Sprint(got) != "[a c]" {
 		t.Fatalf("to evict %v", got)
 	}
@@ -119,115 +108,6 @@ func TestPlanIsSortedAndPendingIncludesTerminating(t *testing.T) {
 	}
 }
 
-func TestEvictClassifiesAPIAnswers(t *testing.T) {
-	podGR := schema.GroupResource{Resource: "pods"}
-	pdbRefusal := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-	pdbRefusal.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: "The disruption budget web needs 5 healthy pods and has 5 currently"}}
-	answers := map[string]error{
-		"ok":      nil,
-		"gone":    apierrors.NewNotFound(podGR, "gone"),
-		"blocked": pdbRefusal,
-		"broken":  errors.New("connection reset"),
-	}
-	var calls atomic.Int32
-	evictor := EvictorFunc(func(_ context.Context, p *corev1.Pod, _ *int64) error {
-		calls.Add(1)
-		return answers[p.Name]
-	})
-	results := Evict(context.Background(), evictor, []corev1.Pod{pod("ok"), pod("gone"), pod("blocked"), pod("broken")}, 2, nil)
-	if calls.Load() != 4 {
-		t.Fatalf("%d eviction calls, want exactly one per pod", calls.Load())
-	}
-	want := map[string]Outcome{"ok": Evicted, "gone": Gone, "blocked": Blocked, "broken": Failed}
-	for _, r := range results {
-		if r.Outcome != want[r.Pod.Name] {
-			t.Errorf("%s: outcome %s, want %s", r.Pod.Name, r.Outcome, want[r.Pod.Name])
-		}
-	}
-	if results[0].Pod.Name != "blocked" || results[0].Message != "The disruption budget web needs 5 healthy pods and has 5 currently" {
-		t.Errorf("blocked result should carry the PDB's words and results be sorted: %+v", results[0])
-	}
-	if results[1].Err == nil || results[1].Message != "evict pod ns/broken: connection reset" {
-		t.Errorf("failed result should wrap the error with the pod: %+v", results[1])
-	}
-}
-
-// An eviction call that has started survives the cancellation of the pass
-// (a half-done eviction blocks its PDB for two minutes); calls not started
-// when the pass is cancelled are not made.
-func TestEvictFinishesInFlightCallsOnCancel(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan struct{})
-	var calls atomic.Int32
-	evictor := EvictorFunc(func(callCtx context.Context, p *corev1.Pod, _ *int64) error {
-		calls.Add(1)
-		close(started)
-		time.Sleep(50 * time.Millisecond) // the pass is cancelled meanwhile
-		return callCtx.Err()
-	})
-	go func() { <-started; cancel() }()
-	results := Evict(ctx, evictor, []corev1.Pod{pod("a"), pod("b")}, 1, nil)
-	if calls.Load() != 1 {
-		t.Fatalf("%d calls, want only the one in flight", calls.Load())
-	}
-	byName := map[string]EvictionResult{}
-	for _, r := range results {
-		byName[r.Pod.Name] = r
-	}
-	if byName["a"].Outcome != Evicted {
-		t.Errorf("the in-flight eviction was cut off: %+v", byName["a"])
-	}
-	if byName["b"].Outcome != Failed || !errors.Is(byName["b"].Err, context.Canceled) {
-		t.Errorf("the eviction not started should report the cancellation: %+v", byName["b"])
-	}
-}
-
-func TestInterruptedEvictions(t *testing.T) {
-	now := time.Date(2026, 12, 3, 15, 38, 0, 0, time.UTC)
-	ago := func(d time.Duration) metav1.Time { return metav1.NewTime(now.Add(-d)) }
-	budget := func(ns, name string, disrupted map[string]metav1.Time) policyv1.PodDisruptionBudget {
-		return policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Status: policyv1.PodDisruptionBudgetStatus{DisruptedPods: disrupted}}
-	}
-	// Pods that exist and are not terminating; the others are terminating or gone.
-	runningPods := map[types.NamespacedName]bool{
-		{Namespace: "a", Name: "cut-off"}: true, {Namespace: "a", Name: "just-evicted"}: true,
-		{Namespace: "a", Name: "expired"}: true, {Namespace: "b", Name: "cut-off-too"}: true,
-	}
-	pdbs := []policyv1.PodDisruptionBudget{
-		budget("b", "db", map[string]metav1.Time{"cut-off-too": ago(time.Minute)}),
-		budget("a", "web", map[string]metav1.Time{
-			"cut-off":      ago(30 * time.Second),
-			"just-evicted": ago(2 * time.Second),  // the deletion is on its way
-			"terminating":  ago(30 * time.Second), // deleted: nothing holds the budget but the controller's lag
-			"gone":         ago(30 * time.Second),
-			"expired":      ago(3 * time.Minute), // the disruption controller drops it
-		}),
-		budget("a", "empty", nil),
-	}
-	got := InterruptedEvictions(pdbs, func(p types.NamespacedName) bool { return runningPods[p] }, now)
-	want := []InterruptedEviction{
-		{Budget: types.NamespacedName{Namespace: "a", Name: "web"}, Pod: types.NamespacedName{Namespace: "a", Name: "cut-off"}, Since: now.Add(-30 * time.Second)},
-		{Budget: types.NamespacedName{Namespace: "b", Name: "db"}, Pod: types.NamespacedName{Namespace: "b", Name: "cut-off-too"}, Since: now.Add(-time.Minute)},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("got %+v, want %+v", got, want)
-	}
-	for i := range want {
-		if got[i].Budget != want[i].Budget || got[i].Pod != want[i].Pod || !got[i].Since.Equal(want[i].Since) {
-			t.Errorf("entry %d: got %+v, want %+v", i, got[i], want[i])
-		}
-	}
-	msg := got[0].String()
-	for _, part := range []string{"PodDisruptionBudget a/web", "pod a/cut-off", "2026-12-03T15:37:30Z", "not terminating", "until kube-controller-manager drops that entry at 2026-12-03T15:39:30Z"} {
-		if !strings.Contains(msg, part) {
-			t.Errorf("message %q does not say %q", msg, part)
-		}
-	}
-}
-
-// The operator's own pods leave last: they are pending from the start, but
-// evictable only once no other pod is to evict or terminating.
 func TestEvictLast(t *testing.T) {
 	rs := func(name string) func(*corev1.Pod) {
 		return func(p *corev1.Pod) {
@@ -256,17 +136,17 @@ func TestEvictLast(t *testing.T) {
 		t.Fatalf("the operator's pod is not recognised")
 	}
 	app := mk("shop", "web")
-	plan := NewPlan([]corev1.Pod{self, app}, nil).EvictLast(own)
+	plan := mustPlan(t, []corev1.Pod{self, app}, Rules{EvictLast: own})
 	if len(plan.Pending()) != 2 || len(plan.Evictable()) != 1 || plan.Evictable()[0].Name != "web" {
 		t.Fatalf("with another pod to evict: pending %d, evictable %v", len(plan.Pending()), plan.Evictable())
 	}
 	now := metav1.Now()
 	app.DeletionTimestamp = &now
-	plan = NewPlan([]corev1.Pod{self, app}, nil).EvictLast(own)
+	plan = mustPlan(t, []corev1.Pod{self, app}, Rules{EvictLast: own})
 	if len(plan.Evictable()) != 0 {
 		t.Fatalf("with another pod terminating: evictable %v, want none", plan.Evictable())
 	}
-	plan = NewPlan([]corev1.Pod{self}, nil).EvictLast(own)
+	plan = mustPlan(t, []corev1.Pod{self}, Rules{EvictLast: own})
 	if len(plan.Evictable()) != 1 || plan.Evictable()[0].Name != self.Name {
 		t.Fatalf("alone on the node: evictable %v, want the operator's pod", plan.Evictable())
 	}
@@ -280,10 +160,9 @@ func drainLabel(v string) podOpt {
 // evicted, what is waited for, and that the operator's own pods wait for
 // the waited-for ones.
 func TestPlanSelectorAndDrainLabel(t *testing.T) {
-	selected := func(p *corev1.Pod) bool { return p.Name != "other" }
 	pods := []corev1.Pod{
 		pod("web"),
-		pod("other"),
+		pod("other", func(p *corev1.Pod) { p.Labels = map[string]string{"tier": "batch"} }),
 		pod("cache", drainLabel(nmv1beta1.DrainLabelSkip)),
 		pod("job", drainLabel(nmv1beta1.DrainLabelWaitCompleted)),
 		pod("done", drainLabel(nmv1beta1.DrainLabelWaitCompleted), phase(corev1.PodSucceeded)),
@@ -291,7 +170,9 @@ func TestPlanSelectorAndDrainLabel(t *testing.T) {
 		pod("ds", ownedBy("DaemonSet", "apps/v1")),
 		pod("self"),
 	}
-	plan := NewPlan(pods, Filters(time.Time{}, taints, selected)).EvictLast(func(p *corev1.Pod) bool { return p.Name == "self" })
+	policy := &nmv1beta1.DrainPolicy{PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "tier", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"batch"}}}}}
+	plan := mustPlan(t, pods, Rules{Policy: policy, EvictLast: func(p *corev1.Pod) bool { return p.Name == "self" }})
 	names := func(pods []corev1.Pod) string { return strings.Join(podNames(pods), ",") }
 	if got := names(plan.ToEvict); got != "web" {
 		t.Errorf("ToEvict %s, want web", got)
@@ -325,10 +206,79 @@ func TestPlanSelectorAndDrainLabel(t *testing.T) {
 	}
 }
 
+// mustPlan is NewPlan for rules whose podSelector is valid.
+func mustPlan(t *testing.T, pods []corev1.Pod, r Rules) Plan {
+	t.Helper()
+	plan, err := NewPlan(pods, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
 func podNames(pods []corev1.Pod) []string {
 	out := make([]string, 0, len(pods))
 	for _, p := range pods {
 		out = append(out, p.Name)
 	}
 	return out
+}
+
+// spec.drain.skipWaitForDeleteTimeout: on a node that is not Ready, a pod
+// deleted longer ago than the timeout counts as gone (skipped); on a Ready
+// node, or deleted more recently, it is still waited for.
+func TestPlanSkipsPodsDeletedLongAgoOnADeadNode(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	deletedAgo := func(d time.Duration) podOpt {
+		return func(p *corev1.Pod) { t := metav1.NewTime(now.Add(-d)); p.DeletionTimestamp = &t }
+	}
+	pods := []corev1.Pod{pod("old", deletedAgo(10*time.Minute)), pod("recent", deletedAgo(time.Minute)), pod("web")}
+	node := func(ready corev1.ConditionStatus) *corev1.Node {
+		return &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+	}
+	policy := &nmv1beta1.DrainPolicy{SkipWaitForDeleteTimeout: &metav1.Duration{Duration: 5 * time.Minute}}
+	for _, tc := range []struct {
+		name            string
+		rules           Rules
+		wantTerminating string
+		wantSkipped     bool
+	}{
+		{"NotReady node", Rules{Policy: policy, Node: node(corev1.ConditionFalse), Now: now}, "recent", true},
+		{"unreachable node", Rules{Policy: policy, Node: node(corev1.ConditionUnknown), Now: now}, "recent", true},
+		{"Ready node", Rules{Policy: policy, Node: node(corev1.ConditionTrue), Now: now}, "old,recent", false},
+		{"no timeout", Rules{Node: node(corev1.ConditionFalse), Now: now}, "old,recent", false},
+		{"node unknown", Rules{Policy: policy, Now: now}, "old,recent", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := mustPlan(t, pods, tc.rules)
+			if got := strings.Join(podNames(plan.Terminating), ","); got != tc.wantTerminating {
+				t.Errorf("terminating %s, want %s", got, tc.wantTerminating)
+			}
+			reason, skipped := plan.Skipped[types.NamespacedName{Namespace: "ns", Name: "old"}]
+			if skipped != tc.wantSkipped || skipped && reason != SkipDeletedOnDeadNode(5*time.Minute) {
+				t.Errorf("old pod skipped %v (%q), want %v", skipped, reason, tc.wantSkipped)
+			}
+			if got := strings.Join(podNames(plan.ToEvict), ","); got != "web" {
+				t.Errorf("to evict %s, want web", got)
+			}
+		})
+	}
+}
+
+// An invalid podSelector is an error that names the field, not a plan.
+func TestPlanRefusesAnInvalidPodSelector(t *testing.T) {
+	bad := &nmv1beta1.DrainPolicy{PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Like"}}}}
+	if _, err := NewPlan([]corev1.Pod{pod("web")}, Rules{Policy: bad}); err == nil || !strings.Contains(err.Error(), "spec.drain.podSelector is not a valid label selector") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// Grace is spec.drain.gracePeriodSeconds, nil without it.
+func TestRulesGrace(t *testing.T) {
+	if g := (Rules{}).Grace(); g != nil {
+		t.Errorf("default grace %d, want nil", *g)
+	}
+	if g := (Rules{Policy: &nmv1beta1.DrainPolicy{GracePeriodSeconds: ptr.To[int64](3)}}).Grace(); g == nil || *g != 3 {
+		t.Errorf("grace %v, want 3", g)
+	}
 }
