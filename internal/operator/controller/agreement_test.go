@@ -226,4 +226,3 @@ func stayingSummary(skip []drain.PodReason) string {
 	}
 	return plan.SkippedSummary()
 }
-
