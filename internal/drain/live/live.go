@@ -101,29 +101,50 @@ type Known struct {
 }
 
 // ReadFor is Read for a node, and maybe the nodes, the caller has read
-// already (the webhook). The
-// reads are made in two rounds of concurrent requests: first the node's pods
-// and the cluster's size, then what those decide (the namespaces' budgets,
-// ReplicaSets and pods, and the nodes and pods of a small cluster), so that
-// a preview costs two round trips to the API server, not one per read.
+// already (the webhook). The reads are made in two rounds of concurrent
+// requests: first the node's pods and the cluster's size (sizeUp), then what
+// those decide (readAround: the namespaces' budgets, ReplicaSets and pods,
+// and the nodes and pods of a small cluster), so that a preview costs two
+// round trips to the API server, not one per read.
 func ReadFor(ctx context.Context, r client.Reader, known Known, b Bounds) (drain.PreviewInput, error) {
+	rd := reader{r: r, b: b}
+	in, err := rd.sizeUp(ctx, known)
+	if err != nil {
+		return in, err
+	}
+	if err := rd.readAround(ctx, &in, known); err != nil {
+		return in, err
+	}
+	return in, nil
+}
+
+// reader reads a preview's inputs within its bounds.
+type reader struct {
+	r client.Reader
+	b Bounds
+}
+
+// list lists everything of a kind (no limit), from the watch cache when the
+// bounds say so.
+func (rd reader) list(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+	if rd.b.FromWatchCache {
+		opts = append(opts, AnyVersion)
+	}
+	return rd.r.List(ctx, l, opts...)
+}
+
+// sizeUp is the first round: the pods bound to the node, and whether the
+// cluster's nodes and pods are within the bounds (NoCapacity says why not).
+func (rd reader) sizeUp(ctx context.Context, known Known) (drain.PreviewInput, error) {
 	node := known.Node
 	in := drain.PreviewInput{Node: node}
-	// list lists everything of a kind (no limit), from the watch cache when
-	// the bounds say so.
-	list := func(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
-		if b.FromWatchCache {
-			opts = append(opts, AnyVersion)
-		}
-		return r.List(ctx, l, opts...)
-	}
 	onNode := &corev1.PodList{}
 	var smallNodes, smallPods bool
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		// The pods bound to the node, finished ones included (the drain
 		// evicts them); the same field selector as kubectl drain.
-		if err := list(gctx, onNode, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
+		if err := rd.list(gctx, onNode, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
 			return fmt.Errorf("list the pods of node %s: %w", node.Name, err)
 		}
 		return nil
@@ -131,10 +152,10 @@ func ReadFor(ctx context.Context, r client.Reader, known Known, b Bounds) (drain
 	// A list of one item says how many nodes and pods there are: the
 	// capacity estimate lists them all only when the bounds allow.
 	if known.Nodes != nil {
-		smallNodes = b.Nodes == 0 || int64(len(known.Nodes)) <= b.Nodes
+		smallNodes = rd.b.Nodes == 0 || int64(len(known.Nodes)) <= rd.b.Nodes
 	} else {
 		g.Go(func() (err error) {
-			if smallNodes, err = within(gctx, r, &corev1.NodeList{}, b.Nodes); err != nil {
+			if smallNodes, err = within(gctx, rd.r, &corev1.NodeList{}, rd.b.Nodes); err != nil {
 				return fmt.Errorf("count nodes: %w", err)
 			}
 			return nil
@@ -142,7 +163,7 @@ func ReadFor(ctx context.Context, r client.Reader, known Known, b Bounds) (drain
 	}
 	if known.Nodes == nil || smallNodes { // too many nodes known: no need to count the pods
 		g.Go(func() (err error) {
-			if smallPods, err = within(gctx, r, &corev1.PodList{}, b.Pods); err != nil {
+			if smallPods, err = within(gctx, rd.r, &corev1.PodList{}, rd.b.Pods); err != nil {
 				return fmt.Errorf("count pods: %w", err)
 			}
 			return nil
@@ -154,104 +175,134 @@ func ReadFor(ctx context.Context, r client.Reader, known Known, b Bounds) (drain
 	in.Pods = onNode.Items
 	switch {
 	case !smallNodes:
-		in.NoCapacity = fmt.Sprintf("the cluster has more than %d nodes", b.Nodes)
+		in.NoCapacity = fmt.Sprintf("the cluster has more than %d nodes", rd.b.Nodes)
 	case !smallPods:
-		in.NoCapacity = fmt.Sprintf("the cluster has more than %d pods", b.Pods)
+		in.NoCapacity = fmt.Sprintf("the cluster has more than %d pods", rd.b.Pods)
 	}
-	var namespaces []string
+	return in, nil
+}
+
+// around is what the second round reads, per namespace of the node's pods
+// and for the cluster.
+type around struct {
+	namespaces  []string
+	budgets     [][]policyv1.PodDisruptionBudget
+	replicaSets [][]appsv1.ReplicaSet
+	nsPods      [][]corev1.Pod
+	unchecked   []string
+	nodes       corev1.NodeList
+	running     corev1.PodList
+}
+
+// readAround is the second round: the budgets and ReplicaSets of the pods'
+// namespaces, and either every node and running pod (for the capacity
+// estimate) or, in a cluster beyond the bounds, the pods of each namespace
+// within the pod bound (whether a workload has ready replicas elsewhere).
+func (rd reader) readAround(ctx context.Context, in *drain.PreviewInput, known Known) error {
+	a := &around{}
 	for i := range in.Pods {
-		if !slices.Contains(namespaces, in.Pods[i].Namespace) {
-			namespaces = append(namespaces, in.Pods[i].Namespace)
+		if !slices.Contains(a.namespaces, in.Pods[i].Namespace) {
+			a.namespaces = append(a.namespaces, in.Pods[i].Namespace)
 		}
 	}
-	slices.Sort(namespaces)
+	slices.Sort(a.namespaces)
+	n := len(a.namespaces)
+	a.budgets, a.replicaSets = make([][]policyv1.PodDisruptionBudget, n), make([][]appsv1.ReplicaSet, n)
+	a.nsPods, a.unchecked = make([][]corev1.Pod, n), make([]string, n)
+	g, gctx := errgroup.WithContext(ctx)
+	rd.readNamespaces(gctx, g, a)
+	if in.NoCapacity == "" {
+		rd.readCluster(gctx, g, a, known)
+	} else {
+		rd.readNamespacePods(gctx, g, a)
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	in.Nodes = a.nodes.Items
+	for i, ns := range a.namespaces {
+		in.Budgets = append(in.Budgets, a.budgets[i]...)
+		in.ReplicaSets = append(in.ReplicaSets, a.replicaSets[i]...)
+		a.running.Items = append(a.running.Items, a.nsPods[i]...)
+		if a.unchecked[i] != "" {
+			if in.NoOutageCheck == nil {
+				in.NoOutageCheck = map[string]string{}
+			}
+			in.NoOutageCheck[ns] = a.unchecked[i]
+		}
+	}
+	for i := range a.running.Items {
+		if n := a.running.Items[i].Spec.NodeName; n != "" && n != in.Node.Name {
+			in.OtherPods = append(in.OtherPods, a.running.Items[i])
+		}
+	}
+	return nil
+}
 
-	g, gctx = errgroup.WithContext(ctx)
-	budgets := make([][]policyv1.PodDisruptionBudget, len(namespaces))
-	replicaSets := make([][]appsv1.ReplicaSet, len(namespaces))
-	for i, ns := range namespaces {
+// readNamespaces lists the budgets and ReplicaSets of each namespace.
+func (rd reader) readNamespaces(ctx context.Context, g *errgroup.Group, a *around) {
+	for i, ns := range a.namespaces {
 		g.Go(func() error {
 			pdbs := &policyv1.PodDisruptionBudgetList{}
-			if err := list(gctx, pdbs, client.InNamespace(ns)); err != nil {
+			if err := rd.list(ctx, pdbs, client.InNamespace(ns)); err != nil {
 				return fmt.Errorf("list the PodDisruptionBudgets of namespace %s: %w", ns, err)
 			}
-			budgets[i] = pdbs.Items
+			a.budgets[i] = pdbs.Items
 			return nil
 		})
 		g.Go(func() error {
 			rss := &appsv1.ReplicaSetList{}
-			if err := list(gctx, rss, client.InNamespace(ns)); err != nil {
+			if err := rd.list(ctx, rss, client.InNamespace(ns)); err != nil {
 				return fmt.Errorf("list the ReplicaSets of namespace %s: %w", ns, err)
 			}
-			replicaSets[i] = rss.Items
+			a.replicaSets[i] = rss.Items
 			return nil
 		})
 	}
-	nodes, running := &corev1.NodeList{}, &corev1.PodList{}
-	nsPods := make([][]corev1.Pod, len(namespaces))
-	unchecked := make([]string, len(namespaces))
-	if in.NoCapacity == "" {
-		// The nodes and the pods that still run elsewhere (finished pods
-		// hold no room), for the capacity estimate.
-		nodes.Items = known.Nodes
+}
+
+// readCluster lists the nodes (unless known) and the pods that still run
+// anywhere (finished pods hold no room), for the capacity estimate.
+func (rd reader) readCluster(ctx context.Context, g *errgroup.Group, a *around, known Known) {
+	a.nodes.Items = known.Nodes
+	g.Go(func() error {
+		if known.Nodes != nil {
+			return nil
+		}
+		if err := rd.list(ctx, &a.nodes); err != nil {
+			return fmt.Errorf("list nodes: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := rd.list(ctx, &a.running, client.MatchingFieldsSelector{Selector: notFinished}); err != nil {
+			return fmt.Errorf("list the pods of the other nodes: %w", err)
+		}
+		return nil
+	})
+}
+
+// readNamespacePods lists the running pods of each namespace that holds at
+// most the pod bound; a larger one is named in unchecked.
+func (rd reader) readNamespacePods(ctx context.Context, g *errgroup.Group, a *around) {
+	for i, ns := range a.namespaces {
 		g.Go(func() error {
-			if known.Nodes != nil {
+			small, err := within(ctx, rd.r, &corev1.PodList{}, rd.b.Pods, client.InNamespace(ns))
+			if err != nil {
+				return fmt.Errorf("count the pods of namespace %s: %w", ns, err)
+			}
+			if !small {
+				a.unchecked[i] = fmt.Sprintf("namespace %s has more than %d pods", ns, rd.b.Pods)
 				return nil
 			}
-			if err := list(gctx, nodes); err != nil {
-				return fmt.Errorf("list nodes: %w", err)
+			pods := &corev1.PodList{}
+			if err := rd.list(ctx, pods, client.InNamespace(ns), client.MatchingFieldsSelector{Selector: notFinished}); err != nil {
+				return fmt.Errorf("list the pods of namespace %s: %w", ns, err)
 			}
+			a.nsPods[i] = pods.Items
 			return nil
 		})
-		g.Go(func() error {
-			if err := list(gctx, running, client.MatchingFieldsSelector{Selector: notFinished}); err != nil {
-				return fmt.Errorf("list the pods of the other nodes: %w", err)
-			}
-			return nil
-		})
-	} else {
-		// Whether a workload has ready replicas elsewhere needs only the
-		// pods of its own namespace, within the same bound.
-		for i, ns := range namespaces {
-			g.Go(func() error {
-				small, err := within(gctx, r, &corev1.PodList{}, b.Pods, client.InNamespace(ns))
-				if err != nil {
-					return fmt.Errorf("count the pods of namespace %s: %w", ns, err)
-				}
-				if !small {
-					unchecked[i] = fmt.Sprintf("namespace %s has more than %d pods", ns, b.Pods)
-					return nil
-				}
-				pods := &corev1.PodList{}
-				if err := list(gctx, pods, client.InNamespace(ns), client.MatchingFieldsSelector{Selector: notFinished}); err != nil {
-					return fmt.Errorf("list the pods of namespace %s: %w", ns, err)
-				}
-				nsPods[i] = pods.Items
-				return nil
-			})
-		}
 	}
-	if err := g.Wait(); err != nil {
-		return in, err
-	}
-	in.Nodes = nodes.Items
-	for i, ns := range namespaces {
-		in.Budgets = append(in.Budgets, budgets[i]...)
-		in.ReplicaSets = append(in.ReplicaSets, replicaSets[i]...)
-		running.Items = append(running.Items, nsPods[i]...)
-		if unchecked[i] != "" {
-			if in.NoOutageCheck == nil {
-				in.NoOutageCheck = map[string]string{}
-			}
-			in.NoOutageCheck[ns] = unchecked[i]
-		}
-	}
-	for i := range running.Items {
-		if n := running.Items[i].Spec.NodeName; n != "" && n != node.Name {
-			in.OtherPods = append(in.OtherPods, running.Items[i])
-		}
-	}
-	return in, nil
 }
 
 // within reports whether the API server holds at most max objects of the
