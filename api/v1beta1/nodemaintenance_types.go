@@ -112,6 +112,14 @@ type DrainPolicy struct {
 	// +optional
 	SkipWaitForDeleteTimeout *metav1.Duration `json:"skipWaitForDeleteTimeout,omitempty"`
 
+	// DeleteEmptyDirData lets the drain evict pods with emptyDir volumes,
+	// whose data is lost with them; it is true when left out, as
+	// `kubectl drain --delete-emptydir-data`. False keeps such pods on the
+	// node, as `kubectl drain` without the flag: the drain then waits for
+	// them and says why, until they are deleted by other means.
+	// +optional
+	DeleteEmptyDirData *bool `json:"deleteEmptyDirData,omitempty"`
+
 	// AllowControlPlaneNode admits the maintenance of a control-plane node
 	// (labelled node-role.kubernetes.io/control-plane), which is refused
 	// without it: draining one takes a member of the control plane away.

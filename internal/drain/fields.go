@@ -49,6 +49,15 @@ var PodFields = []PodField{
 	{"spec.nodeName", func(d, s *corev1.Pod) { d.Spec.NodeName = s.Spec.NodeName }},
 	// Whether a late pod tolerates the maintenance taints.
 	{"spec.tolerations", func(d, s *corev1.Pod) { d.Spec.Tolerations = s.Spec.Tolerations }},
+	// spec.drain.deleteEmptyDirData false keeps pods with emptyDir volumes;
+	// only those volumes, and only their names and sources, are read.
+	{"spec.volumes[emptyDir]", func(d, s *corev1.Pod) {
+		for _, v := range s.Spec.Volumes {
+			if v.EmptyDir != nil {
+				d.Spec.Volumes = append(d.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{EmptyDir: v.EmptyDir}})
+			}
+		}
+	}},
 	// Finished pods: a completed wait-completed pod, a finished DaemonSet pod.
 	{"status.phase", func(d, s *corev1.Pod) { d.Status.Phase = s.Status.Phase }},
 }

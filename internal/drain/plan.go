@@ -27,16 +27,21 @@ type Plan struct {
 	// WaitCompleted are running pods labelled cluster.x-k8s.io/drain:
 	// wait-completed: never evicted, waited for until they complete.
 	WaitCompleted []corev1.Pod
+	// LocalData are running pods with emptyDir volumes under
+	// spec.drain.deleteEmptyDirData false: never evicted, waited for until
+	// someone deletes them (Round.Problems says so).
+	LocalData []corev1.Pod
 }
 
 // Pending are the pods that must still leave the node (or complete): to
 // evict, to evict last, terminating, and waited for.
 func (p Plan) Pending() []corev1.Pod {
-	out := make([]corev1.Pod, 0, len(p.ToEvict)+len(p.Last)+len(p.Terminating)+len(p.WaitCompleted))
+	out := make([]corev1.Pod, 0, len(p.ToEvict)+len(p.Last)+len(p.Terminating)+len(p.WaitCompleted)+len(p.LocalData))
 	out = append(out, p.ToEvict...)
 	out = append(out, p.Last...)
 	out = append(out, p.Terminating...)
-	return append(out, p.WaitCompleted...)
+	out = append(out, p.WaitCompleted...)
+	return append(out, p.LocalData...)
 }
 
 // evictLast moves the pods to evict for which last is true to Last.
@@ -56,7 +61,7 @@ func (p Plan) evictLast(last func(*corev1.Pod) bool) Plan {
 // Evictable are the pods a round may evict now: those to evict, or, once
 // none is left and none is terminating, the Last ones.
 func (p Plan) Evictable() []corev1.Pod {
-	if len(p.ToEvict) > 0 || len(p.Terminating) > 0 || len(p.WaitCompleted) > 0 {
+	if len(p.ToEvict) > 0 || len(p.Terminating) > 0 || len(p.WaitCompleted) > 0 || len(p.LocalData) > 0 {
 		return p.ToEvict
 	}
 	return p.Last

@@ -72,6 +72,10 @@ const (
 	// RiskNoRoom: pods whose replacements fit on no other node (a first-fit
 	// estimate).
 	RiskNoRoom RiskKind = "InsufficientCapacity"
+	// RiskLocalData: pods with emptyDir data that spec.drain.deleteEmptyDirData
+	// false keeps from being evicted: the drain waits until someone deletes
+	// them (a blocker).
+	RiskLocalData RiskKind = "EmptyDirDataKept"
 	// RiskGuard: the maintenance itself would be refused, the node being a
 	// control-plane node or the last schedulable one
 	// (validation.ValidateNodeGuards) without spec.drain allowing it.
@@ -80,10 +84,10 @@ const (
 
 // blocking are the kinds that make the drain wait: the apply waits, and
 // fails at the drain's or the apply's timeout.
-var blocking = map[RiskKind]bool{RiskGuard: true, RiskBudgetAllowsNone: true, RiskMultipleBudgets: true}
+var blocking = map[RiskKind]bool{RiskGuard: true, RiskBudgetAllowsNone: true, RiskMultipleBudgets: true, RiskLocalData: true}
 
 // riskOrder is the order of the kinds in a preview: blockers first.
-var riskOrder = []RiskKind{RiskGuard, RiskBudgetAllowsNone, RiskMultipleBudgets, RiskOutage, RiskNoRoom, RiskNoController, RiskEmptyDir}
+var riskOrder = []RiskKind{RiskGuard, RiskBudgetAllowsNone, RiskMultipleBudgets, RiskLocalData, RiskOutage, RiskNoRoom, RiskNoController, RiskEmptyDir}
 
 // Risk is one problem, worded for a person: what happens, to which
 // object, and what to do.
@@ -133,6 +137,7 @@ type Preview struct {
 const (
 	WaitTerminating = "terminating: the drain waits until it is gone"
 	WaitCompleted   = "labelled " + nmv1beta1.DrainLabel + ": " + nmv1beta1.DrainLabelWaitCompleted + ": not evicted, the drain waits until it completes"
+	WaitLocalData   = "has emptyDir data and spec.drain.deleteEmptyDirData is false: not evicted, the drain waits until it is deleted"
 )
 
 // FirstFitNote says how the capacity is estimated, for outputs and docs.
@@ -159,6 +164,10 @@ func NewPreview(in PreviewInput) (Preview, error) {
 	p.Risks = append(p.Risks, outageRisks(in.Node.Name, checked, in.OtherPods, in.ReplicaSets)...)
 	p.NoOutageCheck = in.NoOutageCheck
 	p.Risks = append(p.Risks, podRisks(running)...)
+	if len(plan.LocalData) > 0 {
+		p.Risks = append(p.Risks, Risk{Kind: RiskLocalData, Subject: "node " + in.Node.Name, Pods: p.podsOf(WaitLocalData),
+			Message: localDataProblem(plan.LocalData)})
+	}
 	var nodes func() ([]corev1.Node, error)
 	if in.NoCapacity == "" { // every node listed
 		nodes = func() ([]corev1.Node, error) { return in.Nodes, nil }
@@ -182,6 +191,17 @@ func NewPreview(in PreviewInput) (Preview, error) {
 	return p, nil
 }
 
+// podsOf are the pods the preview waits for with reason.
+func (p Preview) podsOf(reason string) []types.NamespacedName {
+	var out []types.NamespacedName
+	for _, r := range p.WaitFor {
+		if r.Reason == reason {
+			out = append(out, r.Pod)
+		}
+	}
+	return out
+}
+
 // listPlan is the plan as the preview's three sorted lists: evict, skip and
 // wait for.
 func listPlan(node string, plan Plan) Preview {
@@ -197,6 +217,9 @@ func listPlan(node string, plan Plan) Preview {
 	}
 	for _, pod := range plan.WaitCompleted {
 		p.WaitFor = append(p.WaitFor, PodReason{Pod: nameOf(&pod), Reason: WaitCompleted})
+	}
+	for _, pod := range plan.LocalData {
+		p.WaitFor = append(p.WaitFor, PodReason{Pod: nameOf(&pod), Reason: WaitLocalData})
 	}
 	slices.SortFunc(p.Evict, compareName)
 	sortReasons(p.Skip)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
@@ -343,5 +344,23 @@ func TestPreviewGuards(t *testing.T) {
 				t.Errorf("guard risk %+v at %d: want the first blocker, saying %q", p.Risks[i], i, tt.guard)
 			}
 		})
+	}
+}
+
+// spec.drain.deleteEmptyDirData false: the preview waits for the pods with
+// emptyDir data, as the drain does, and names them in a blocker.
+func TestPreviewKeepsEmptyDirDataWhenNotAllowed(t *testing.T) {
+	pods := []corev1.Pod{pod("scratch", controlled("ReplicaSet", "web-1"), emptyDir), pod("web", controlled("ReplicaSet", "web-1"))}
+	p := mustPreview(t, PreviewInput{Pods: pods, Policy: &nmv1beta1.DrainPolicy{DeleteEmptyDirData: ptr.To(false)}})
+	if want := []PodReason{{nn("scratch"), WaitLocalData}}; !slices.Equal(p.WaitFor, want) {
+		t.Errorf("WaitFor = %v, want %v", p.WaitFor, want)
+	}
+	blockers := p.Blockers()
+	if len(blockers) != 1 || blockers[0].Kind != RiskLocalData || !slices.Equal(blockers[0].Pods, []types.NamespacedName{nn("scratch")}) ||
+		!strings.Contains(blockers[0].Message, "pod ns/scratch has emptyDir data and spec.drain.deleteEmptyDirData is false") {
+		t.Errorf("blockers %+v, want one EmptyDirDataKept for scratch", blockers)
+	}
+	if allowed := mustPreview(t, PreviewInput{Pods: pods}); len(allowed.WaitFor) != 0 || len(allowed.Evict) != 2 {
+		t.Errorf("by default both pods are evicted: evict %v, wait for %v", allowed.Evict, allowed.WaitFor)
 	}
 }

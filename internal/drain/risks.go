@@ -127,13 +127,7 @@ func podRisks(evicted []corev1.Pod) []Risk {
 			out = append(out, Risk{Kind: RiskNoController, Subject: "pod " + name.String(), Pods: []types.NamespacedName{name},
 				Message: fmt.Sprintf("pod %s has no controller: it will be deleted and not recreated elsewhere", name)})
 		}
-		var volumes []string
-		for _, v := range pod.Spec.Volumes {
-			if v.EmptyDir != nil {
-				volumes = append(volumes, v.Name)
-			}
-		}
-		if len(volumes) > 0 {
+		if volumes := EmptyDirVolumes(pod); len(volumes) > 0 {
 			out = append(out, Risk{Kind: RiskEmptyDir, Subject: "pod " + name.String(), Pods: []types.NamespacedName{name},
 				Message: fmt.Sprintf("pod %s has emptyDir volumes (%s): their data is deleted with the pod", name, strings.Join(volumes, ", "))})
 		}

@@ -112,11 +112,15 @@ func (r Round) FailureReasons() map[string]int {
 }
 
 // Problems says why pods are still on the node, one line per cause: first
-// the interrupted evictions (they need no one to act and end on their own),
-// then each budget refusal with the pods it holds, then each failure with
-// its pods, in pod order.
+// the pods the policy keeps from being evicted (spec.drain.deleteEmptyDirData
+// false: only someone else can remove them), then the interrupted evictions
+// (they need no one to act and end on their own), then each budget refusal
+// with the pods it holds, then each failure with its pods, in pod order.
 func (r Round) Problems() []string {
-	out := make([]string, 0, len(r.Interrupted))
+	out := make([]string, 0, len(r.Interrupted)+1)
+	if len(r.Plan.LocalData) > 0 {
+		out = append(out, localDataProblem(r.Plan.LocalData))
+	}
 	for _, e := range r.Interrupted {
 		out = append(out, e.String())
 	}
@@ -156,6 +160,22 @@ func (r Round) Problems() []string {
 		}
 	}
 	return out
+}
+
+// localDataProblem words the pods kept by spec.drain.deleteEmptyDirData
+// false: what happens, and what to do.
+func localDataProblem(pods []corev1.Pod) string {
+	names := make([]types.NamespacedName, 0, len(pods))
+	for i := range pods {
+		names = append(names, nameOf(&pods[i]))
+	}
+	what, it, is := fmt.Sprintf("pod %s has", podList(names)), "it", "it is"
+	if len(pods) > 1 {
+		what, it, is = fmt.Sprintf("%d pods (%s) have", len(pods), podList(names)), "them", "they are"
+	}
+	return fmt.Sprintf("%s emptyDir data and spec.drain.deleteEmptyDirData is false: the drain does not evict %s, as kubectl drain "+
+		"without --delete-emptydir-data, and waits until %s gone. Delete %s yourself, or replace this NodeMaintenance with one "+
+		"that allows deleteEmptyDirData", what, it, is, it)
 }
 
 // Message is what the round leaves unexplained in one bounded line, for

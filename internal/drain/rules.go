@@ -28,9 +28,10 @@ const (
 	SkipDrainLabel     = "labelled " + nmv1beta1.DrainLabel + ": " + nmv1beta1.DrainLabelSkip
 	SkipCompleted      = "completed (" + nmv1beta1.DrainLabel + ": " + nmv1beta1.DrainLabelWaitCompleted + ")"
 
-	// waitCompletedMessage marks the pods a drain waits for without evicting
-	// them; it never reaches a user.
+	// waitCompletedMessage and localDataMessage mark the pods a drain waits
+	// for without evicting them; they never reach a user.
 	waitCompletedMessage = "wait-completed"
+	localDataMessage     = "local-data"
 )
 
 // SkipDeletedOnDeadNode is the reason a terminating pod counts as gone
@@ -81,12 +82,12 @@ func NewPlan(pods []corev1.Pod, r Rules) (Plan, error) {
 	plan := Plan{Skipped: map[types.NamespacedName]string{}}
 	for i := range pods {
 		pod := pods[i]
-		status, waitCompleted := kubedrain.MakePodDeleteStatusOkay(), false
+		status, marks := kubedrain.MakePodDeleteStatusOkay(), map[string]bool{}
 		for _, f := range filters {
 			if status = f(pod); !status.Delete {
 				break
 			}
-			waitCompleted = waitCompleted || status.Message == waitCompletedMessage
+			marks[status.Message] = true
 		}
 		switch {
 		case !status.Delete:
@@ -95,8 +96,10 @@ func NewPlan(pods []corev1.Pod, r Rules) (Plan, error) {
 			plan.Skipped[nameOf(&pod)] = SkipDeletedOnDeadNode(r.Policy.SkipWaitForDeleteTimeout.Duration)
 		case pod.DeletionTimestamp != nil:
 			plan.Terminating = append(plan.Terminating, pod)
-		case waitCompleted:
+		case marks[waitCompletedMessage]:
 			plan.WaitCompleted = append(plan.WaitCompleted, pod)
+		case marks[localDataMessage]:
+			plan.LocalData = append(plan.LocalData, pod)
 		default:
 			plan.ToEvict = append(plan.ToEvict, pod)
 		}
@@ -104,6 +107,7 @@ func NewPlan(pods []corev1.Pod, r Rules) (Plan, error) {
 	sortPods(plan.ToEvict)
 	sortPods(plan.Terminating)
 	sortPods(plan.WaitCompleted)
+	sortPods(plan.LocalData)
 	if r.EvictLast != nil {
 		plan = plan.evictLast(r.EvictLast)
 	}
@@ -126,7 +130,34 @@ func (r Rules) filters() ([]kubedrain.PodFilter, error) {
 			return kubedrain.MakePodDeleteStatusWithWarning(false, SkipNotSelected)
 		})
 	}
-	return append(filters, drainLabelFilter, tolerantLateComerFilter(r.CordonedAt, nodestate.MaintenanceTaints)), nil
+	filters = append(filters, drainLabelFilter, tolerantLateComerFilter(r.CordonedAt, nodestate.MaintenanceTaints))
+	if r.Policy != nil && r.Policy.DeleteEmptyDirData != nil && !*r.Policy.DeleteEmptyDirData {
+		filters = append(filters, localDataFilter)
+	}
+	return filters, nil
+}
+
+// localDataFilter applies spec.drain.deleteEmptyDirData false: a running pod
+// with emptyDir volumes must leave but is not evicted (its data would be
+// lost), as `kubectl drain` without --delete-emptydir-data refuses it; the
+// drain waits for it (Plan.LocalData) and says why. A finished pod holds no
+// data that runs.
+func localDataFilter(pod corev1.Pod) kubedrain.PodDeleteStatus {
+	if len(EmptyDirVolumes(&pod)) > 0 && !finished(&pod) {
+		return kubedrain.MakePodDeleteStatusWithWarning(true, localDataMessage)
+	}
+	return kubedrain.MakePodDeleteStatusOkay()
+}
+
+// EmptyDirVolumes names the pod's emptyDir volumes.
+func EmptyDirVolumes(pod *corev1.Pod) []string {
+	var out []string
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil {
+			out = append(out, v.Name)
+		}
+	}
+	return out
 }
 
 // goneFromDeadNode applies spec.drain.skipWaitForDeleteTimeout to a

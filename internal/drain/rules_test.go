@@ -282,3 +282,42 @@ func TestRulesGrace(t *testing.T) {
 		t.Errorf("grace %v, want 3", g)
 	}
 }
+
+// spec.drain.deleteEmptyDirData: left out or true, pods with emptyDir data
+// are evicted (kubectl drain --delete-emptydir-data); false keeps running
+// ones from eviction and the drain waits for them, saying why; a finished
+// one holds no data that runs and is evicted.
+func TestPlanDeleteEmptyDirData(t *testing.T) {
+	pods := []corev1.Pod{pod("scratch", emptyDir), pod("scratch-done", emptyDir, phase(corev1.PodSucceeded)), pod("web")}
+	for _, tc := range []struct {
+		name                 string
+		policy               *nmv1beta1.DrainPolicy
+		wantEvict, wantLocal string
+	}{
+		{"left out", nil, "scratch,scratch-done,web", ""},
+		{"true", &nmv1beta1.DrainPolicy{DeleteEmptyDirData: ptr.To(true)}, "scratch,scratch-done,web", ""},
+		{"false", &nmv1beta1.DrainPolicy{DeleteEmptyDirData: ptr.To(false)}, "scratch-done,web", "scratch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := mustPlan(t, pods, Rules{Policy: tc.policy})
+			if got := strings.Join(podNames(plan.ToEvict), ","); got != tc.wantEvict {
+				t.Errorf("to evict %s, want %s", got, tc.wantEvict)
+			}
+			if got := strings.Join(podNames(plan.LocalData), ","); got != tc.wantLocal {
+				t.Errorf("kept for their emptyDir data %s, want %s", got, tc.wantLocal)
+			}
+			round := NewRound(plan, nil)
+			if tc.wantLocal == "" {
+				return
+			}
+			if round.Done() || !strings.Contains(strings.Join(podNames(round.Pending), ","), "scratch") {
+				t.Errorf("the drain does not wait for the kept pod: pending %v", podNames(round.Pending))
+			}
+			want := "pod ns/scratch has emptyDir data and spec.drain.deleteEmptyDirData is false: the drain does not evict it, " +
+				"as kubectl drain without --delete-emptydir-data, and waits until it is gone. Delete it yourself"
+			if !strings.HasPrefix(round.Message(), want) {
+				t.Errorf("lastError %q, want it to start with %q", round.Message(), want)
+			}
+		})
+	}
+}

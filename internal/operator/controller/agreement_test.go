@@ -39,7 +39,7 @@ func TestPreviewAgreesWithTheDrain(t *testing.T) {
 	// The generator reaches every rule: each reason a pod stays or is
 	// waited for comes up in some case.
 	for _, r := range []string{drain.SkipDaemonSet, drain.SkipMirror, drain.SkipToleratesDrain, drain.SkipNotSelected, drain.SkipDrainLabel,
-		drain.SkipCompleted, drain.SkipDeletedOnDeadNode(5 * time.Minute), drain.WaitTerminating, drain.WaitCompleted} {
+		drain.SkipCompleted, drain.SkipDeletedOnDeadNode(5 * time.Minute), drain.WaitTerminating, drain.WaitCompleted, drain.WaitLocalData} {
 		if !seen[r] {
 			t.Errorf("no generated case has a pod the preview lists as %q", r)
 		}
@@ -56,8 +56,9 @@ type drainCase struct {
 func (c drainCase) String() string {
 	var pods []string
 	for _, p := range c.pods {
-		pods = append(pods, fmt.Sprintf("%s{owner %v, phase %s, deleted %v, labels %v, annotations %v, tolerations %d, created %s}",
-			p.Name, p.OwnerReferences, p.Status.Phase, p.DeletionTimestamp, p.Labels, p.Annotations, len(p.Spec.Tolerations), p.CreationTimestamp.UTC().Format(time.TimeOnly)))
+		pods = append(pods, fmt.Sprintf("%s{owner %v, phase %s, deleted %v, labels %v, annotations %v, tolerations %d, emptyDir %v, created %s}",
+			p.Name, p.OwnerReferences, p.Status.Phase, p.DeletionTimestamp, p.Labels, p.Annotations, len(p.Spec.Tolerations),
+			drain.EmptyDirVolumes(&p), p.CreationTimestamp.UTC().Format(time.TimeOnly)))
 	}
 	return fmt.Sprintf("node Ready %v, policy %+v, pods:\n  %s", c.ready, c.policy, strings.Join(pods, "\n  "))
 }
@@ -82,6 +83,9 @@ func generateDrainCase(rng *rand.Rand) drainCase {
 		}
 		if rng.IntN(2) == 0 {
 			c.policy.GracePeriodSeconds = ptr.To[int64](3)
+		}
+		if rng.IntN(3) == 0 {
+			c.policy.DeleteEmptyDirData = ptr.To(rng.IntN(2) == 0)
 		}
 	}
 	for i := range 1 + rng.IntN(12) {
@@ -121,6 +125,9 @@ func generatePod(rng *rand.Rand, name string) corev1.Pod {
 	}
 	if pick(3) == 0 {
 		p.Labels["tier"] = "frozen"
+	}
+	if pick(3) == 0 {
+		p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	}
 	if pick(3) == 0 {
 		p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}

@@ -27,6 +27,7 @@ var everyPolicyField = &nmv1beta1.DrainPolicy{
 	SkipWaitForDeleteTimeout: &metav1.Duration{Duration: time.Minute},
 	AllowControlPlaneNode:    true,
 	AllowLastSchedulableNode: true,
+	DeleteEmptyDirData:       ptr.To(false),
 }
 
 // A new spec.drain field must be set in everyPolicyField, so that the test
@@ -55,7 +56,7 @@ func TestSlimPodKeepsWhatTheDrainReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := *out.(*corev1.Pod)
-		if len(s.Spec.Containers) != 0 || len(s.Spec.Volumes) != 0 || len(s.Status.Conditions) != 0 || len(s.ManagedFields) != 0 {
+		if len(s.Spec.Containers) != 0 || len(s.Spec.Volumes) != len(drain.EmptyDirVolumes(&pods[i])) || len(s.Status.Conditions) != 0 || len(s.ManagedFields) != 0 {
 			t.Errorf("pod %s keeps what no drain reads: %+v", s.Name, s)
 		}
 		if s.Annotations["other"] != "" || len(s.Finalizers) != 0 || len(s.OwnerReferences) > 1 {
@@ -94,7 +95,7 @@ func TestSlimPodKeepsWhatTheDrainReads(t *testing.T) {
 			t.Errorf("the fixture no longer has a pod that stays as %q", r)
 		}
 	}
-	if len(want.ToEvict) == 0 || len(want.Terminating) == 0 || len(want.WaitCompleted) == 0 || len(want.Last) == 0 {
+	if len(want.ToEvict) == 0 || len(want.Terminating) == 0 || len(want.WaitCompleted) == 0 || len(want.Last) == 0 || len(want.LocalData) == 0 {
 		t.Errorf("the fixture no longer covers every list: %v", planNames(want))
 	}
 	if out, _ := SlimPod(&corev1.Node{}); !reflect.DeepEqual(out, &corev1.Node{}) {
@@ -103,7 +104,7 @@ func TestSlimPodKeepsWhatTheDrainReads(t *testing.T) {
 }
 
 // slimFixture is a pod of every kind the drain's rules tell apart, each with
-// what the cache drops (containers, volumes, conditions, other annotations,
+// what the cache drops (containers, volumes other than emptyDir, conditions, other annotations,
 // owners, finalizers, managed fields).
 func slimFixture(before, after metav1.Time) []corev1.Pod {
 	full := func(name string, mutate func(*corev1.Pod)) corev1.Pod {
@@ -114,7 +115,7 @@ func slimFixture(before, after metav1.Time) []corev1.Pod {
 				Finalizers:    []string{"example.com/keep"},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
 			Spec: corev1.PodSpec{NodeName: "node02", Containers: []corev1.Container{{Name: "app", Image: "pause"}},
-				Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
+				Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady}}},
 		}
 		mutate(&p)
@@ -142,6 +143,9 @@ func slimFixture(before, after metav1.Time) []corev1.Pod {
 		full("leaving", deletedAt(metav1.NewTime(after.Add(59*time.Minute)))),
 		full("left-long-ago", deletedAt(after)),
 		full("bare", func(*corev1.Pod) {}),
+		full("scratch", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		}),
 		full("frozen", label("tier", "frozen")),
 		full("cache", label(nmv1beta1.DrainLabel, nmv1beta1.DrainLabelSkip)),
 		full("job", label(nmv1beta1.DrainLabel, nmv1beta1.DrainLabelWaitCompleted)),
@@ -164,7 +168,8 @@ func planNames(p drain.Plan) map[string][]string {
 		}
 		return n
 	}
-	out := map[string][]string{"evict": names(p.ToEvict), "last": names(p.Last), "terminating": names(p.Terminating), "waitCompleted": names(p.WaitCompleted)}
+	out := map[string][]string{"evict": names(p.ToEvict), "last": names(p.Last), "terminating": names(p.Terminating),
+		"waitCompleted": names(p.WaitCompleted), "localData": names(p.LocalData)}
 	for pod, reason := range p.Skipped {
 		out["skip "+pod.Name] = []string{reason}
 	}
