@@ -114,7 +114,7 @@ build_tool() {
   out=$work/out
   mkdir -p "$out"
   local start=$SECONDS
-  log "building $tool $version (cold builds take minutes; see TOOLCHAIN notes in README)"
+  log "building $tool $version (cold builds take minutes; see docs/development.md, The toolchain)"
   case $tool in
     etcd)
       mkdir -p "$work/mod"

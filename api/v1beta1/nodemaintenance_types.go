@@ -228,7 +228,7 @@ type NodeMaintenanceStatus struct {
 	EvictionPods int `json:"evictionPods,omitempty"`
 
 	// ErrorOnLeaseCount counts consecutive failures to obtain or renew the node
-	// lease; more than 3 fail the maintenance.
+	// lease; more than MaxLeaseErrors fail the maintenance.
 	// +optional
 	ErrorOnLeaseCount int `json:"errorOnLeaseCount,omitempty"`
 
