@@ -226,6 +226,41 @@ func TestDrainPodSelectorAndClusterAPILabels(t *testing.T) {
 	}
 }
 
+// deleteEmptyDirData false: the pods with emptyDir data stay on the node,
+// the others leave, and the maintenance waits saying why (lastError names
+// the pod and the field) until the pod is deleted, then Succeeds.
+func TestDrainKeepsEmptyDirDataWhenNotAllowed(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.Namespace(t)
+	pool := c.NewPool(t)
+	node := pool.AddNode(t, "").Name
+	c.CreateDeployment(t, ns, "web", 2, pool.Selector())
+	scratch := c.CreateBarePod(t, ns, "scratch", node, testcluster.WithEmptyDir())
+	c.WaitRunningPods(t, ns, "web", node, 2)
+	c.WaitRunningPods(t, ns, "scratch", node, 1)
+	pool.AddNode(t, "")
+
+	name := testcluster.UniqueName(t, "emptydir")
+	createWithPolicy(t, c, name, node, nmv1beta1.DrainPolicy{DeleteEmptyDirData: ptr.To(false)})
+	nm := waitMaintenance(t, c, name, "the web pods gone, the scratch pod kept and explained", func(nm *nmv1beta1.NodeMaintenance) bool {
+		return nm.Status.Phase == nmv1beta1.MaintenanceRunning && len(nm.Status.PendingPods) == 1 && nm.Status.PendingPods[0] == "scratch" &&
+			strings.Contains(nm.Status.LastError, "pod "+ns+"/scratch has emptyDir data and spec.drain.deleteEmptyDirData is false")
+	})
+	assertCondition(t, nm, nmv1beta1.ConditionDrained, metav1.ConditionFalse, nmv1beta1.ReasonWaiting)
+	// Seconds later the pod is still there, not evicted.
+	time.Sleep(2 * time.Second)
+	p := &corev1.Pod{}
+	if err := c.Client.Get(bg(), client.ObjectKeyFromObject(scratch), p); err != nil || p.DeletionTimestamp != nil {
+		t.Fatalf("the pod with emptyDir data was evicted or is gone: %v %+v", err, p.DeletionTimestamp)
+	}
+	if err := c.Client.Delete(bg(), p); err != nil {
+		t.Fatalf("delete the scratch pod: %v", err)
+	}
+	if nm := waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded); nm.Status.LastError != "" {
+		t.Errorf("lastError %q after the drain ended", nm.Status.LastError)
+	}
+}
+
 // gracePeriodSeconds overrides the pod's own grace period.
 func TestDrainGracePeriodOverride(t *testing.T) {
 	c := testcluster.Get(t)
