@@ -21,6 +21,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
@@ -60,6 +62,11 @@ var drainFields = []drainField{
 		"On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as "+
 			"gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.",
 		func(p *nmv1beta1.DrainPolicy) **metav1.Duration { return &p.SkipWaitForDeleteTimeout }),
+	optionalBoolField("delete_empty_dir_data", "deleteEmptyDirData",
+		"Whether pods with `emptyDir` volumes are evicted, their data lost: `true` when left out, as `kubectl drain "+
+			"--delete-emptydir-data`. `false` leaves the running ones on the node, as `kubectl drain` without the flag: the drain "+
+			"waits for them and says why (`last_error`), until they are deleted by other means or `timeout` applies.",
+		func(p *nmv1beta1.DrainPolicy) **bool { return &p.DeleteEmptyDirData }),
 	boolField("allow_control_plane_node", "allowControlPlaneNode",
 		"Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), "+
 			"which is refused without it: draining one takes a member of the control plane away.",
@@ -139,7 +146,7 @@ func selectorField(name, spec, desc string, field func(*nmv1beta1.DrainPolicy) *
 	f := stringRow(name, spec, desc, nil)
 	f.toSpec = func(v attr.Value, p *nmv1beta1.DrainPolicy, at path.Path) diag.Diagnostics {
 		s := v.(types.String).ValueString()
-		sel, err := metav1.ParseToLabelSelector(s)
+		sel, err := parseSelector(s)
 		*field(p) = sel
 		if err != nil {
 			return diag.Diagnostics{diag.NewAttributeErrorDiagnostic(at, "Invalid Label Selector",
@@ -154,6 +161,32 @@ func selectorField(name, spec, desc string, field func(*nmv1beta1.DrainPolicy) *
 		return types.StringNull()
 	}
 	return f
+}
+
+// parseSelector parses a label selector as kubectl's -l takes it, into a
+// LabelSelector. metav1.ParseToLabelSelector refuses `key!=value`, which
+// kubectl accepts: it is `key notin (value)`, which matches the same pods
+// (those without the key too).
+func parseSelector(s string) (*metav1.LabelSelector, error) {
+	reqs, err := labels.ParseToRequirements(s)
+	if err != nil {
+		return nil, err
+	}
+	var notEquals []metav1.LabelSelectorRequirement
+	var rest []string
+	for _, r := range reqs {
+		if r.Operator() == selection.NotEquals {
+			notEquals = append(notEquals, metav1.LabelSelectorRequirement{Key: r.Key(), Operator: metav1.LabelSelectorOpNotIn, Values: r.ValuesUnsorted()})
+			continue
+		}
+		rest = append(rest, r.String())
+	}
+	sel, err := metav1.ParseToLabelSelector(strings.Join(rest, ","))
+	if err != nil {
+		return nil, err
+	}
+	sel.MatchExpressions = append(sel.MatchExpressions, notEquals...)
+	return sel, nil
 }
 
 // int64Field is an optional integer (nil in spec.drain when not set).
@@ -179,6 +212,20 @@ func boolField(name, spec, desc string, field func(*nmv1beta1.DrainPolicy) *bool
 			return nil
 		},
 		fromSpec: func(p *nmv1beta1.DrainPolicy) attr.Value { return flag(*field(p)) },
+	}
+}
+
+// optionalBoolField is a boolean whose absence means its default (nil in
+// spec.drain, null in the block): unlike a flag, false is written.
+func optionalBoolField(name, spec, desc string, field func(*nmv1beta1.DrainPolicy) **bool) drainField {
+	return drainField{name: name, spec: spec, typ: types.BoolType,
+		resource:   schema.BoolAttribute{Optional: true, MarkdownDescription: desc},
+		dataSource: dsschema.BoolAttribute{Optional: true, MarkdownDescription: desc},
+		toSpec: func(v attr.Value, p *nmv1beta1.DrainPolicy, _ path.Path) diag.Diagnostics {
+			*field(p) = v.(types.Bool).ValueBoolPointer()
+			return nil
+		},
+		fromSpec: func(p *nmv1beta1.DrainPolicy) attr.Value { return types.BoolPointerValue(*field(p)) },
 	}
 }
 

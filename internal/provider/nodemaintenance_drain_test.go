@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
@@ -33,6 +34,7 @@ func fullDrainPolicy(t *testing.T) *nmv1beta1.DrainPolicy {
 		SkipWaitForDeleteTimeout: &metav1.Duration{Duration: 5 * time.Minute},
 		AllowControlPlaneNode:    true,
 		AllowLastSchedulableNode: true,
+		DeleteEmptyDirData:       ptr.To(false),
 	}
 }
 
@@ -105,6 +107,7 @@ func TestDrainBlockRoundTrip(t *testing.T) {
 		"pod_selector": types.StringValue("env notin (prod),tier=batch"), "grace_period_seconds": types.Int64Value(30),
 		"skip_wait_for_delete_timeout": types.StringValue("5m0s"),
 		"allow_control_plane_node":     types.BoolValue(true), "allow_last_schedulable_node": types.BoolValue(true),
+		"delete_empty_dir_data": types.BoolValue(false),
 	}
 	if !block.Equal(drainObject(t, want)) {
 		t.Errorf("drainBlock = %v\nwant %v", block, want)
@@ -175,5 +178,37 @@ func TestTerraformNamesRenamesEveryDrainField(t *testing.T) {
 	const msg = "spec.drain.onTimeout Fail needs spec.drain.timeout: say how long to try before it applies"
 	if got, want := terraformNames(msg), "drain.on_timeout Fail needs drain.timeout: say how long to try before it applies"; got != want {
 		t.Errorf("terraformNames(%q) = %q, want %q", msg, got, want)
+	}
+}
+
+// The pod selector is taken as kubectl -l takes it: `!=` included, as the
+// same requirement as notin.
+func TestParseSelectorTakesWhatKubectlTakes(t *testing.T) {
+	for in, want := range map[string]string{
+		"tier=batch":               "tier=batch",
+		"tier!=system":             "tier notin (system)",
+		"tier=batch,env!=prod":     "env notin (prod),tier=batch",
+		"env notin (prod),!canary": "!canary,env notin (prod)",
+		"":                         "",
+	} {
+		sel, err := parseSelector(in)
+		if err != nil {
+			t.Errorf("%q: %v", in, err)
+			continue
+		}
+		if got := metav1.FormatLabelSelector(sel); got != want && !(want == "" && got == "<none>") {
+			t.Errorf("%q parsed as %q, want %q", in, got, want)
+		}
+		// The same pods as kubectl's own parser selects.
+		kubectl, _ := labels.Parse(in)
+		ours, _ := metav1.LabelSelectorAsSelector(sel)
+		for _, pod := range []labels.Set{{}, {"tier": "batch"}, {"tier": "system"}, {"env": "prod", "tier": "batch"}, {"canary": "x"}} {
+			if kubectl.Matches(pod) != ours.Matches(pod) {
+				t.Errorf("%q: pod labels %v: kubectl selects %v, the parsed selector %v", in, pod, kubectl.Matches(pod), ours.Matches(pod))
+			}
+		}
+	}
+	if _, err := parseSelector("tier>2"); err == nil {
+		t.Error("a selector kubectl's -l refuses for pods was taken")
 	}
 }
