@@ -25,8 +25,9 @@ import (
 //   - on_timeout = "Restore" against a PDB that never allows: apply fails
 //     saying the node was restored, the node is schedulable again, the
 //     NodeMaintenance is gone and the resource is not in the state;
-//   - a pod_selector drain succeeds with only the matching pods gone, the
-//     durations stay as written (no diff on the plan after apply), the
+//   - a pod_selector drain (`!=`, as kubectl -l takes it) succeeds with only
+//     the matching pods gone, the durations, the selector and a false
+//     delete_empty_dir_data stay as written (no diff on the plan after apply), the
 //     conditions are exposed, and nodemaintenance_list filters on them.
 func TestAccDrainPolicy(t *testing.T) {
 	eachCLI(t, func(t *testing.T, c *testcluster.Cluster) {
@@ -47,8 +48,9 @@ func TestAccDrainPolicy(t *testing.T) {
 resource "nodemaintenance" "this" {
   node_name = %q
   drain = {
-    timeout      = "1h"
-    pod_selector = "app=batch"
+    timeout               = "1h"
+    pod_selector          = "app!=web"
+    delete_empty_dir_data = false
   }
 }
 
@@ -102,6 +104,8 @@ data "nodemaintenance_list" "not_drained" {
 					ConfigStateChecks: []statecheck.StateCheck{
 						statecheck.ExpectKnownValue("nodemaintenance.this", tfjsonpath.New("phase"), knownvalue.StringExact("Succeeded")),
 						statecheck.ExpectKnownValue("nodemaintenance.this", tfjsonpath.New("drain").AtMapKey("timeout"), knownvalue.StringExact("1h")),
+						statecheck.ExpectKnownValue("nodemaintenance.this", tfjsonpath.New("drain").AtMapKey("pod_selector"), knownvalue.StringExact("app!=web")),
+						statecheck.ExpectKnownValue("nodemaintenance.this", tfjsonpath.New("drain").AtMapKey("delete_empty_dir_data"), knownvalue.Bool(false)),
 						statecheck.ExpectKnownValue("data.nodemaintenance_list.drained", tfjsonpath.New("names"), knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact(name)})),
 						statecheck.ExpectKnownValue("data.nodemaintenance_list.not_drained", tfjsonpath.New("names"), knownvalue.ListExact([]knownvalue.Check{})),
 					},
@@ -118,7 +122,7 @@ data "nodemaintenance_list" "not_drained" {
 							}
 						}
 						if left["web"] != 2 || left["batch"] != 0 {
-							return fmt.Errorf("pods left on %s by app: %v, want the 2 web pods only (pod_selector app=batch)", selective, left)
+							return fmt.Errorf("pods left on %s by app: %v, want the 2 web pods only (pod_selector app!=web)", selective, left)
 						}
 						return nil
 					}),
