@@ -72,7 +72,10 @@ stop_real_nodes() {
 }
 
 up() {
-  "$here/tools.sh" etcd kubernetes kwok kwok-stages >/dev/null
+  # Fake nodes need the control plane only; kubelet and kube-proxy come with REAL_NODES.
+  local kubernetes=kube-control-plane
+  [ "$REAL_NODES" -eq 0 ] || kubernetes=kubernetes
+  "$here/tools.sh" etcd "$kubernetes" kwok kwok-stages >/dev/null
   mkdir -p "$(dirname "$KUBECONFIG_OUT")" "$KWOK_WORKDIR"
   local extra=()
   if [ "$REAL_NODES" -gt 0 ]; then

@@ -5,6 +5,9 @@
 # into maintenance with `apply`, then restore it and remove the operator with
 # one `destroy`. OpenTofu by default, TF=terraform for Terraform. Exits non-zero
 # when any step fails; always tears down.
+# It builds only what it runs: etcd, the Kubernetes control plane and kubectl,
+# kwok and the one CLI. Its nodes are kwok's fakes, so no kubelet, kube-proxy or
+# Debian package (hack/apt.sh) is needed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -33,12 +36,12 @@ cleanup() {
 trap cleanup EXIT
 
 step "Building what is missing (the first run builds the pinned toolchain from source)"
-"$here/tools.sh" etcd kubernetes kwok kwok-stages "$TF" >/dev/null
+"$here/tools.sh" etcd kube-control-plane kwok kwok-stages "$TF" >/dev/null
 rm -rf "$work" && mkdir -p "$work/bin" "$work/tf"
 (cd "$root" && go build -o "$work/bin/" ./operator/cmd/node-maintenance-operator ./hack/webhookcerts .)
 
 step "Starting a local cluster with three fake nodes"
-NODES=3 "$here/cluster.sh" up >/dev/null
+NODES=3 REAL_NODES=0 "$here/cluster.sh" up >/dev/null
 kubectl get nodes
 
 step "Deploying a workload: a Deployment under a PodDisruptionBudget, a DaemonSet and a bare pod on node02"

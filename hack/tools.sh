@@ -2,7 +2,7 @@
 # Builds the pinned test toolchain from Go module source into a cache outside the
 # checkout. Nothing prebuilt is downloaded and nothing on PATH is used.
 #
-#   hack/tools.sh [TOOL...]     build what is missing (default: all)
+#   hack/tools.sh [TOOL...]     build what is missing (default: all but kube-control-plane)
 #   hack/tools.sh --dir         print the directory holding the binaries
 #   hack/tools.sh --check       exit 1 and name what is missing, build nothing
 #
@@ -10,6 +10,14 @@
 # so a version bump rebuilds only that tool. A build happens in a scratch directory
 # under an flock and is moved into place at the end, so two concurrent runs never
 # see a half-written binary. The bin/ directory holds symlinks to the current set.
+#
+# kube-control-plane is the part of kubernetes that a cluster of fake nodes
+# runs (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl):
+# `make demo` and `make cluster-up` need no kubelet or kube-proxy. Those share
+# most packages with the rest (their own are about 5% of the source), so this
+# saves their links and a few minutes, not half. It lives in kubernetes'
+# directory, so whichever of the two names comes second builds only the
+# binaries still missing there.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,12 +31,15 @@ export GOTOOLCHAIN=local
 export CGO_ENABLED=0
 
 ALL_TOOLS=(etcd kubernetes kwok kwok-stages controller-gen tofu terraform staticcheck pulumi pulumi-language-yaml goreleaser)
+# Asked for by name only: `kubernetes` (in ALL_TOOLS) includes it.
+PART_TOOLS=(kube-control-plane)
 
 # binaries each tool provides, and the versioned directory it lives in
 tool_bins() {
   case $1 in
     etcd) echo etcd ;;
     kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy ;;
+    kube-control-plane) echo kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
     kwok) echo kwok kwokctl ;;
     kwok-stages) echo kwok-stages.yaml ;;
     controller-gen) echo controller-gen ;;
@@ -38,13 +49,13 @@ tool_bins() {
     pulumi) echo pulumi ;;
     pulumi-language-yaml) echo pulumi-language-yaml ;;
     goreleaser) echo goreleaser ;;
-    *) echo "unknown tool: $1 (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
+    *) echo "unknown tool: $1 (known: ${ALL_TOOLS[*]} ${PART_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
 tool_version() {
   case $1 in
     etcd) echo "$ETCD_VERSION" ;;
-    kubernetes) echo "$KUBERNETES_VERSION" ;;
+    kubernetes | kube-control-plane) echo "$KUBERNETES_VERSION" ;;
     kwok | kwok-stages) echo "$KWOK_VERSION" ;;
     controller-gen) echo "$CONTROLLER_TOOLS_VERSION" ;;
     tofu) echo "$OPENTOFU_VERSION" ;;
@@ -55,12 +66,22 @@ tool_version() {
     goreleaser) echo "$GORELEASER_VERSION" ;;
   esac
 }
-tool_dir() { echo "$TOOLS_DIR/$1-$(tool_version "$1")"; }
+# the tool whose directory (and lock) a tool shares
+tool_home() {
+  case $1 in
+    kube-control-plane) echo kubernetes ;;
+    *) echo "$1" ;;
+  esac
+}
+tool_dir() { echo "$TOOLS_DIR/$(tool_home "$1")-$(tool_version "$1")"; }
 
 is_built() {
   local dir b
   dir=$(tool_dir "$1")
-  [ -f "$dir/.complete" ] || return 1
+  # .complete marks a directory that holds all of its tool's binaries; a part
+  # (kube-control-plane) may be there before the rest, each binary moved in
+  # whole (build_tool).
+  [ "$(tool_home "$1")" != "$1" ] || [ -f "$dir/.complete" ] || return 1
   for b in $(tool_bins "$1"); do [ -e "$dir/$b" ] || return 1; done
 }
 
@@ -108,13 +129,18 @@ copy_module_source() {
 }
 
 build_tool() {
-  local tool=$1 version work out
+  local tool=$1 version work out dir
   version=$(tool_version "$tool")
+  dir=$(tool_dir "$tool")
   work=$(mktemp -d "$TOOLS_DIR/.build-$tool.XXXXXX")
   out=$work/out
   mkdir -p "$out"
   local start=$SECONDS
-  log "building $tool $version (cold builds take minutes; see docs/development.md, The toolchain)"
+  # The binaries of the tool that are not in its directory yet: all of them,
+  # except where a part of a shared directory (kube-control-plane) was built.
+  local b missing=()
+  for b in $(tool_bins "$tool"); do [ -e "$dir/$b" ] || missing+=("$b"); done
+  log "building $tool $version (${missing[*]}; cold builds take minutes, see docs/development.md, The toolchain)"
   case $tool in
     etcd)
       mkdir -p "$work/mod"
@@ -133,22 +159,23 @@ GO
         go mod edit -require "go.etcd.io/etcd/server/v3@$version" &&
         go mod tidy && go build -trimpath -o "$out/etcd" .)
       ;;
-    kubernetes)
+    kubernetes | kube-control-plane)
       # k8s.io/kubernetes replaces its staging modules with ./staging paths; a
       # consumer must replace each with the matching published v0.x release.
-      local gomod staging_version=${version/v1./v0.} replaces=""
-      gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
-      # shellcheck disable=SC2013 # one module path per word on purpose: paths have no spaces
-      for m in $(sed -n 's#^[[:space:]]*\(k8s.io/[^ ]*\) => ./staging/.*#\1#p' "$gomod"); do
-        replaces+=" $m=$m@$staging_version"
-      done
-      local minor=${version#v1.}; minor=${minor%%.*}
-      EXTRA_REPLACES=$replaces \
-        LDFLAGS="-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$version" \
-        build_from_throwaway_module "$work" "$out" k8s.io/kubernetes "$version" \
-        k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-        k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl \
-        k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
+      # (nothing to build when a run ended before it marked the directory complete)
+      if [ ${#missing[@]} -gt 0 ]; then
+        local gomod staging_version=${version/v1./v0.} replaces=""
+        gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+        # shellcheck disable=SC2013 # one module path per word on purpose: paths have no spaces
+        for m in $(sed -n 's#^[[:space:]]*\(k8s.io/[^ ]*\) => ./staging/.*#\1#p' "$gomod"); do
+          replaces+=" $m=$m@$staging_version"
+        done
+        local minor=${version#v1.}; minor=${minor%%.*}
+        EXTRA_REPLACES=$replaces \
+          LDFLAGS="-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$version" \
+          build_from_throwaway_module "$work" "$out" k8s.io/kubernetes "$version" \
+          "${missing[@]/#/k8s.io/kubernetes/cmd/}"
+      fi
       ;;
     kwok)
       LDFLAGS="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$version" \
@@ -209,11 +236,19 @@ GO
         "github.com/goreleaser/goreleaser/v2@$version"
       ;;
   esac
-  touch "$out/.complete"
-  local dir
-  dir=$(tool_dir "$tool")
-  rm -rf "$dir"
-  mv "$out" "$dir"
+  if [ "$(tool_home "$tool")" = kubernetes ]; then
+    # One directory for both names: move the new binaries in beside the ones
+    # there, each in one rename, and mark it complete once kubernetes' all are.
+    mkdir -p "$dir"
+    for b in "${missing[@]}"; do mv -f "$out/$b" "$dir/$b"; done
+    local all=1
+    for b in $(tool_bins kubernetes); do [ -e "$dir/$b" ] || all=; done
+    [ -z "$all" ] || touch "$dir/.complete"
+  else
+    touch "$out/.complete"
+    rm -rf "$dir"
+    mv "$out" "$dir"
+  fi
   rm -rf "$work"
   log "built $tool $version in $((SECONDS - start))s -> $dir"
 }
@@ -232,7 +267,7 @@ ensure_tool() {
   tool_bins "$tool" >/dev/null
   if ! is_built "$tool"; then
     mkdir -p "$TOOLS_DIR"
-    exec {lock}>"$TOOLS_DIR/.lock-$tool"
+    exec {lock}>"$TOOLS_DIR/.lock-$(tool_home "$tool")"
     flock "$lock"
     # another run may have finished it while we waited for the lock
     is_built "$tool" || build_tool "$tool"

@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,11 +23,6 @@ import (
 )
 
 const (
-	// PoolLabel groups the fake nodes of one test; the test's workloads select
-	// on it, so tests sharing a cluster never schedule onto each other's nodes.
-	PoolLabel = "nodemaintenance.test/pool"
-	// KwokNodeAnnotation makes kwok manage a Node as a fake, Ready node.
-	KwokNodeAnnotation = "kwok.x-k8s.io/node"
 	// PodDeleteDelayAnnotation makes kwok take that long to remove a
 	// terminating pod, simulating a slow graceful termination.
 	PodDeleteDelayAnnotation = "pod-delete.stage.kwok.x-k8s.io/delay"
@@ -74,121 +67,6 @@ func (c *Cluster) Namespace(t testing.TB) string {
 	c.create(t, ns)
 	t.Cleanup(func() { _ = c.Client.Delete(context.Background(), ns) })
 	return ns.Name
-}
-
-// Pool is a set of fake nodes reserved for one test's workloads.
-type Pool struct {
-	c     *Cluster
-	Value string
-}
-
-// NewPool starts an empty node pool for the test.
-func (c *Cluster) NewPool(t testing.TB) *Pool {
-	return &Pool{c: c, Value: UniqueName(t, "pool")}
-}
-
-// Selector is the node selector that places pods on the pool.
-func (p *Pool) Selector() map[string]string { return map[string]string{PoolLabel: p.Value} }
-
-// AddNode adds a fake Ready node to the pool. An empty name picks a unique one.
-func (p *Pool) AddNode(t testing.TB, name string) *corev1.Node {
-	t.Helper()
-	if name == "" {
-		name = UniqueName(t, "node")
-	}
-	return p.c.AddNode(t, name, p.Selector())
-}
-
-// AddNodeWithAllocatable adds a fake Ready node to the pool whose capacity
-// and allocatable are alloc (cpu, memory, pods), to test what fits where.
-// An empty name picks a unique one.
-func (p *Pool) AddNodeWithAllocatable(t testing.TB, name string, alloc corev1.ResourceList) *corev1.Node {
-	t.Helper()
-	if name == "" {
-		name = UniqueName(t, "node")
-	}
-	node := FakeNode(name, p.Selector())
-	node.Status.Capacity, node.Status.Allocatable = alloc.DeepCopy(), alloc.DeepCopy()
-	node = p.c.addNode(t, node)
-	p.c.WaitNotReadyTaintGone(t, node)
-	return node
-}
-
-// WaitNotReadyTaintGone waits until kube-controller-manager has removed the
-// node.kubernetes.io/not-ready taint of a new node, which it does moments
-// after kwok reports the node Ready: until then nothing is scheduled there,
-// and a drain preview says there is no room on it.
-func (c *Cluster) WaitNotReadyTaintGone(t testing.TB, node *corev1.Node) {
-	t.Helper()
-	name := node.Name
-	WaitFor(t, time.Minute, "node "+name+" to lose its not-ready taint", func(ctx context.Context) (bool, error) {
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
-			return false, err
-		}
-		for _, taint := range node.Spec.Taints {
-			if taint.Key == corev1.TaintNodeNotReady {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-}
-
-// AddNode creates a fake node managed by kwok, waits until it is Ready and
-// deletes it at cleanup.
-func (c *Cluster) AddNode(t testing.TB, name string, labels map[string]string) *corev1.Node {
-	t.Helper()
-	return c.addNode(t, FakeNode(name, labels))
-}
-
-func (c *Cluster) addNode(t testing.TB, node *corev1.Node) *corev1.Node {
-	t.Helper()
-	name := node.Name
-	c.create(t, node)
-	t.Cleanup(func() { _ = c.Client.Delete(context.Background(), node) })
-	WaitFor(t, time.Minute, "node "+name+" to become Ready", func(ctx context.Context) (bool, error) {
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
-			return false, err
-		}
-		return nodeReady(node), nil
-	})
-	return node
-}
-
-// nodeReady reports whether node's Ready condition is True.
-func nodeReady(node *corev1.Node) bool {
-	for _, cond := range node.Status.Conditions {
-		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
-// FakeNode is a Node that kwok manages and reports Ready, with room for many pods.
-func FakeNode(name string, labels map[string]string) *corev1.Node {
-	l := map[string]string{
-		"kubernetes.io/hostname": name,
-		"kubernetes.io/os":       "linux",
-		"kubernetes.io/arch":     "amd64",
-		"type":                   "kwok",
-	}
-	for k, v := range labels {
-		l[k] = v
-	}
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("32"),
-		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("110"),
-	}
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Labels:      l,
-			Annotations: map[string]string{KwokNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
-		},
-		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
-	}
 }
 
 // PodOption changes a pod template or a bare pod.
@@ -366,86 +244,5 @@ func (c *Cluster) create(t testing.TB, obj client.Object) {
 	})
 	if err != nil {
 		t.Fatalf("create %T %s: %v", obj, client.ObjectKeyFromObject(obj), err)
-	}
-}
-
-// StartWaiters runs a Deployment "waiter" of n pods of WaiterImage on the real
-// node (its replacements stay Pending once the node is cordoned) and returns
-// the pods once their containers run. Each waiter exits exitDelay after
-// SIGTERM, and appends what it went through to a file named after its pod in
-// signalDir, a hostPath that outlives the pod.
-//
-// With holdUntilReleased, a waiter also stays, after SIGTERM, until
-// ReleaseWaiters(signalDir) is called (or its grace period ends): the test
-// decides how long the drain lasts.
-func (c *Cluster) StartWaiters(t testing.TB, ns, node, signalDir string, n int32, grace, exitDelay time.Duration, holdUntilReleased bool) []corev1.Pod {
-	t.Helper()
-	env := []corev1.EnvVar{
-		{Name: "EXIT_DELAY", Value: exitDelay.String()},
-		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-		{Name: "SIGNAL_LOG", Value: "/signals/$(POD_NAME)"},
-	}
-	if holdUntilReleased {
-		env = append(env, corev1.EnvVar{Name: "RELEASE_FILE", Value: "/signals/" + waiterReleaseFile})
-	}
-	labels := map[string]string{"app": "waiter"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "waiter"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(n),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector:                  map[string]string{"kubernetes.io/hostname": node},
-					TerminationGracePeriodSeconds: ptr.To(int64(grace / time.Second)),
-					// Nothing in the pod talks to the API server.
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					Containers: []corev1.Container{{
-						Name:            "app",
-						Image:           WaiterImage,
-						ImagePullPolicy: corev1.PullNever,
-						Env:             env,
-						VolumeMounts:    []corev1.VolumeMount{{Name: "signals", MountPath: "/signals"}},
-					}},
-					Volumes: []corev1.Volume{{Name: "signals", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: signalDir}}}},
-				},
-			},
-		},
-	}
-	c.create(t, d)
-	var pods []corev1.Pod
-	WaitFor(t, 2*time.Minute, fmt.Sprintf("%d waiter pods with a running container on %s", n, node), func(ctx context.Context) (bool, error) {
-		list := &corev1.PodList{}
-		if err := c.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
-			return false, err
-		}
-		pods = pods[:0]
-		for _, p := range list.Items {
-			if p.Spec.NodeName != node || p.Status.Phase != corev1.PodRunning {
-				continue
-			}
-			for _, cs := range p.Status.ContainerStatuses {
-				if cs.State.Running != nil && cs.ContainerID != "" {
-					pods = append(pods, p)
-				}
-			}
-		}
-		return len(pods) == int(n), nil
-	})
-	return pods
-}
-
-// waiterReleaseFile is the file in a waiter's signal directory that ends the
-// waiters held until released.
-const waiterReleaseFile = "release"
-
-// ReleaseWaiters lets the waiters of StartWaiters(..., holdUntilReleased)
-// in signalDir exit (after their exit delay).
-func ReleaseWaiters(t testing.TB, signalDir string) {
-	t.Helper()
-	if err := os.WriteFile(filepath.Join(signalDir, waiterReleaseFile), nil, 0o644); err != nil {
-		t.Fatalf("release the waiters of %s: %v", signalDir, err)
 	}
 }
