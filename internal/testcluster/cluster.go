@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
 )
 
@@ -322,7 +323,7 @@ func (c *Cluster) addSpareNode(ctx context.Context) error {
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: SpareNode}, node); err != nil {
 			return false, nil
 		}
-		return nodeReady(node), nil
+		return validation.NodeReady(node), nil
 	})
 	if err != nil {
 		return fmt.Errorf("cluster %s: the spare node %s never became Ready: %w", c.Name, SpareNode, err)

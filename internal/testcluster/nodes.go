@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,19 +94,9 @@ func (c *Cluster) addNode(t testing.TB, node *corev1.Node) *corev1.Node {
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
 			return false, err
 		}
-		return nodeReady(node), nil
+		return validation.NodeReady(node), nil
 	})
 	return node
-}
-
-// nodeReady reports whether node's Ready condition is True.
-func nodeReady(node *corev1.Node) bool {
-	for _, cond := range node.Status.Conditions {
-		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // FakeNode is a Node that kwok manages and reports Ready, with room for many pods.
