@@ -15,6 +15,10 @@ export interface GetDrainPreviewDrain {
      */
     allowLastSchedulableNode?: boolean;
     /**
+     * Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+     */
+    deleteEmptyDirData?: boolean;
+    /**
      * Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
      */
     gracePeriodSeconds?: number;
@@ -45,6 +49,10 @@ export interface GetDrainPreviewDrainArgs {
      * Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
      */
     allowLastSchedulableNode?: pulumi.Input<boolean | undefined>;
+    /**
+     * Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+     */
+    deleteEmptyDirData?: pulumi.Input<boolean | undefined>;
     /**
      * Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
      */
@@ -84,6 +92,10 @@ export interface NodeMaintenanceDrain {
      * Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
      */
     allowLastSchedulableNode?: pulumi.Input<boolean | undefined>;
+    /**
+     * Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+     */
+    deleteEmptyDirData?: pulumi.Input<boolean | undefined>;
     /**
      * Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
      */

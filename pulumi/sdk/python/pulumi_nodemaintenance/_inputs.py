@@ -107,6 +107,10 @@ class NodeMaintenanceDrainArgsDict(TypedDict):
     """
     Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
     """
+    delete_empty_dir_data: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+    """
     grace_period_seconds: NotRequired[pulumi.Input[Optional[_builtins.int]]]
     """
     Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
@@ -133,6 +137,7 @@ class NodeMaintenanceDrainArgs:
     def __init__(__self__, *,
                  allow_control_plane_node: pulumi.Input[Optional[_builtins.bool]] = None,
                  allow_last_schedulable_node: pulumi.Input[Optional[_builtins.bool]] = None,
+                 delete_empty_dir_data: pulumi.Input[Optional[_builtins.bool]] = None,
                  grace_period_seconds: pulumi.Input[Optional[_builtins.int]] = None,
                  on_timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  pod_selector: pulumi.Input[Optional[_builtins.str]] = None,
@@ -141,6 +146,7 @@ class NodeMaintenanceDrainArgs:
         """
         :param pulumi.Input[_builtins.bool] allow_control_plane_node: Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
         :param pulumi.Input[_builtins.bool] allow_last_schedulable_node: Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+        :param pulumi.Input[_builtins.bool] delete_empty_dir_data: Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
         :param pulumi.Input[_builtins.int] grace_period_seconds: Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
         :param pulumi.Input[_builtins.str] on_timeout: What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
         :param pulumi.Input[_builtins.str] pod_selector: Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
@@ -151,6 +157,8 @@ class NodeMaintenanceDrainArgs:
             pulumi.set(__self__, "allow_control_plane_node", allow_control_plane_node)
         if allow_last_schedulable_node is not None:
             pulumi.set(__self__, "allow_last_schedulable_node", allow_last_schedulable_node)
+        if delete_empty_dir_data is not None:
+            pulumi.set(__self__, "delete_empty_dir_data", delete_empty_dir_data)
         if grace_period_seconds is not None:
             pulumi.set(__self__, "grace_period_seconds", grace_period_seconds)
         if on_timeout is not None:
@@ -185,6 +193,18 @@ class NodeMaintenanceDrainArgs:
     @allow_last_schedulable_node.setter
     def allow_last_schedulable_node(self, value: pulumi.Input[Optional[_builtins.bool]]):
         pulumi.set(self, "allow_last_schedulable_node", value)
+
+    @_builtins.property
+    @pulumi.getter(name="deleteEmptyDirData")
+    def delete_empty_dir_data(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+        """
+        return pulumi.get(self, "delete_empty_dir_data")
+
+    @delete_empty_dir_data.setter
+    def delete_empty_dir_data(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "delete_empty_dir_data", value)
 
     @_builtins.property
     @pulumi.getter(name="gracePeriodSeconds")
@@ -492,6 +512,10 @@ class GetDrainPreviewDrainArgsDict(TypedDict):
     """
     Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
     """
+    delete_empty_dir_data: NotRequired[_builtins.bool]
+    """
+    Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+    """
     grace_period_seconds: NotRequired[_builtins.int]
     """
     Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
@@ -518,6 +542,7 @@ class GetDrainPreviewDrainArgs:
     def __init__(__self__, *,
                  allow_control_plane_node: Optional[_builtins.bool] = None,
                  allow_last_schedulable_node: Optional[_builtins.bool] = None,
+                 delete_empty_dir_data: Optional[_builtins.bool] = None,
                  grace_period_seconds: Optional[_builtins.int] = None,
                  on_timeout: Optional[_builtins.str] = None,
                  pod_selector: Optional[_builtins.str] = None,
@@ -526,6 +551,7 @@ class GetDrainPreviewDrainArgs:
         """
         :param _builtins.bool allow_control_plane_node: Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
         :param _builtins.bool allow_last_schedulable_node: Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+        :param _builtins.bool delete_empty_dir_data: Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
         :param _builtins.int grace_period_seconds: Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
         :param _builtins.str on_timeout: What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
         :param _builtins.str pod_selector: Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
@@ -536,6 +562,8 @@ class GetDrainPreviewDrainArgs:
             pulumi.set(__self__, "allow_control_plane_node", allow_control_plane_node)
         if allow_last_schedulable_node is not None:
             pulumi.set(__self__, "allow_last_schedulable_node", allow_last_schedulable_node)
+        if delete_empty_dir_data is not None:
+            pulumi.set(__self__, "delete_empty_dir_data", delete_empty_dir_data)
         if grace_period_seconds is not None:
             pulumi.set(__self__, "grace_period_seconds", grace_period_seconds)
         if on_timeout is not None:
@@ -570,6 +598,18 @@ class GetDrainPreviewDrainArgs:
     @allow_last_schedulable_node.setter
     def allow_last_schedulable_node(self, value: Optional[_builtins.bool]):
         pulumi.set(self, "allow_last_schedulable_node", value)
+
+    @_builtins.property
+    @pulumi.getter(name="deleteEmptyDirData")
+    def delete_empty_dir_data(self) -> Optional[_builtins.bool]:
+        """
+        Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+        """
+        return pulumi.get(self, "delete_empty_dir_data")
+
+    @delete_empty_dir_data.setter
+    def delete_empty_dir_data(self, value: Optional[_builtins.bool]):
+        pulumi.set(self, "delete_empty_dir_data", value)
 
     @_builtins.property
     @pulumi.getter(name="gracePeriodSeconds")
