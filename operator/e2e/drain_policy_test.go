@@ -289,21 +289,7 @@ func TestDrainGracePeriodOverride(t *testing.T) {
 func TestDrainSkipWaitForDeleteOnDeadNode(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.Namespace(t)
-	node := testcluster.UniqueName(t, "dead")
-	dead := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{corev1.LabelHostname: node}}}
-	if err := c.Client.Create(bg(), dead); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Client.Delete(bg(), dead) })
-	// kube-controller-manager writes the new node too (taints, CIDRs).
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n := getNode(t, c, node)
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotRunning", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-		return c.Client.Status().Update(bg(), n)
-	})
-	if err != nil {
-		t.Fatalf("make node %s NotReady: %v", node, err)
-	}
+	node := deadNode(t, c)
 	for _, name := range []string{"stuck-a", "stuck-b"} {
 		c.CreateBarePod(t, ns, name, node)
 	}

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -222,5 +223,29 @@ func deploymentNode(t *testing.T, c *testcluster.Cluster, ns, app string, n int3
 	}
 	c.WaitRunningPods(t, ns, app, node, int(n))
 	pool.AddNode(t, "")
+	return node
+}
+
+// deadNode creates a Node that nobody runs (kwok does not manage it: no
+// kwok annotation, and the package cluster has UnmanagedNodes), reports it
+// NotReady, and deletes it at cleanup. Its pods stay as the API server has
+// them: never running, and terminating for good once deleted.
+func deadNode(t *testing.T, c *testcluster.Cluster) string {
+	t.Helper()
+	node := testcluster.UniqueName(t, "dead")
+	dead := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{corev1.LabelHostname: node}}}
+	if err := c.Client.Create(bg(), dead); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Client.Delete(bg(), dead) })
+	// kube-controller-manager writes the new node too (taints, CIDRs).
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := getNode(t, c, node)
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotRunning", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		return c.Client.Status().Update(bg(), n)
+	})
+	if err != nil {
+		t.Fatalf("make node %s NotReady: %v", node, err)
+	}
 	return node
 }
