@@ -125,7 +125,12 @@ func (r *NodeMaintenanceReconciler) enterMaintenance(ctx context.Context, s *sco
 		// case: the live object tells them apart.
 		live := &nmv1beta1.NodeMaintenance{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.nm), live); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
+			if apierrors.IsNotFound(err) {
+				// The object is gone, its node given back: nothing to cordon or drain.
+				s.end()
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, err
 		}
 		if live.ResourceVersion != s.nm.ResourceVersion {
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil

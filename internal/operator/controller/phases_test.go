@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 )
 
 // conflictNextStatusWrite makes the next status write, once armed, lose a
@@ -73,4 +75,37 @@ func TestReconcileLostStatusWriteLeavesNoTrace(t *testing.T) {
 			t.Fatalf("events %q, want one %s", ev, ReasonFailedMaintenance)
 		}
 	})
+}
+
+// A pass that finds the node out of maintenance and the object gone from
+// the API server (its finalizer ran since the cache's copy) ends there: it
+// neither cordons the node again nor evicts its pods.
+func TestReconcileOfAMaintenanceGoneMidPassTouchesNothing(t *testing.T) {
+	var goneAfter int // NodeMaintenance reads left before they say NotFound; 0: never
+	e := newReconcileEnv(t, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, ok := obj.(*nmv1beta1.NodeMaintenance); ok && goneAfter > 0 {
+			if goneAfter--; goneAfter == 0 {
+				return apierrors.NewNotFound(schema.GroupResource{Resource: "nodemaintenances"}, key.Name)
+			}
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}, testObjects()...)
+	evictions := 0
+	e.evict = func(pod *corev1.Pod) error { evictions++; return pdbRefusal(pod) }
+	e.reconcile()
+	assertInMaintenance(t, e.node(), true)
+	node := e.node()
+	nodestate.Restore(node, nodestate.Prior{})
+	if err := e.c.Update(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	evictions = 0
+	goneAfter = 2 // the pass reads the object from the cache, then live
+	if res := e.reconcile(); !res.IsZero() {
+		t.Fatalf("result %+v, want none: the object is gone", res)
+	}
+	assertInMaintenance(t, e.node(), false)
+	if evictions != 0 {
+		t.Fatalf("%d evictions from a node whose maintenance is gone", evictions)
+	}
 }
