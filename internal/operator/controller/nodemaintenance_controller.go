@@ -2,9 +2,18 @@
 // lease, cordons and taints the node, drains it through the Eviction API, keeps
 // the status live, and restores the node exactly when the object is deleted.
 //
-// The files follow the reconcile: setup (indexes and watches), lease,
-// maintain (the Running phase), finalize (restore on deletion), status
-// (what a pass writes) and progress (what passes remember between them).
+// A pass is a list of phases run in order by one runner, which writes the
+// status once, at the end of the pass; only the writes that crash safety
+// orders before a step are made mid-pass (phases). The files follow the
+// reconcile: controller (the types, Reconcile, which pass a state calls
+// for), phases (the phase, its scope, the runner), setup (indexes and
+// watches), queue (the --max-unavailable queue), maintain (the Running
+// pass), lease (the lease, and the Succeeded pass that keeps it), timeout
+// (spec.drain.timeout and onTimeout), policy (the drain's rules), finalize
+// (the deletion pass), restore (the node given back: on deletion, on
+// failure, and the pass that finishes a restore), conditions, status (what
+// a pass writes, and how often) and progress (what passes remember between
+// them).
 //
 // The controller-runtime cache holds NodeMaintenances, nodes, budgets and
 // leases; the pods are read from NodePods, which holds only the pods of the
@@ -14,7 +23,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -163,16 +171,9 @@ type NodeMaintenanceReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// Reconcile moves one NodeMaintenance one bounded step forward.
+// Reconcile moves one NodeMaintenance one bounded step forward: one pass,
+// the list of phases its state calls for (pass).
 func (r *NodeMaintenanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	res, err := r.reconcile(ctx, req)
-	if errors.Is(err, errPassEnded) {
-		return res, nil
-	}
-	return res, err
-}
-
-func (r *NodeMaintenanceReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	nm := &nmv1beta1.NodeMaintenance{}
 	if err := r.Client.Get(ctx, req.NamespacedName, nm); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -185,31 +186,44 @@ func (r *NodeMaintenanceReconciler) reconcile(ctx context.Context, req ctrl.Requ
 	if !drains(nm) {
 		r.Pods.Release(nm.Name)
 	}
+	return r.run(ctx, r.newScope(nm), r.pass(nm))
+}
+
+// pass is the list of phases of a pass over nm.
+func (r *NodeMaintenanceReconciler) pass(nm *nmv1beta1.NodeMaintenance) []phase {
 	if !nm.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, nm)
+		return r.finalize()
 	}
-	if !controllerutil.ContainsFinalizer(nm, nmv1beta1.NodeMaintenanceFinalizer) {
-		controllerutil.AddFinalizer(nm, nmv1beta1.NodeMaintenanceFinalizer)
-		replaced := nm.ResourceVersion
-		if err := r.Client.Update(ctx, nm); err != nil {
-			return requeueOnConflict(err)
-		}
-		r.wrote(replaced, nm)
-	}
-	if restorePending(nm) {
+	phases := []phase{r.addFinalizer}
+	switch {
+	case restorePending(nm):
 		// A restore that a pass began and could not finish.
-		return r.finishRestore(ctx, r.newScope(nm))
-	}
-	switch nm.Status.Phase {
-	case nmv1beta1.MaintenanceFailed:
+		return append(phases, r.finishRestore()...)
+	case nm.Status.Phase == nmv1beta1.MaintenanceFailed:
 		// Terminal: the node was never touched, has been restored, or is
 		// left in maintenance until the object is deleted (spec.drain
 		// onTimeout Fail, or its recorded state unreadable). Nothing to retry.
-		return ctrl.Result{}, nil
-	case nmv1beta1.MaintenanceSucceeded:
-		return r.keepMaintenance(ctx, nm)
+		return phases
+	case nm.Status.Phase == nmv1beta1.MaintenanceSucceeded:
+		return append(phases, r.keepMaintenance()...)
 	}
-	return r.maintain(ctx, nm)
+	return append(phases, r.maintain()...)
+}
+
+// addFinalizer comes before anything else a pass does, written at once
+// (mid-pass): no node may be touched, no lease taken, by a maintenance whose
+// deletion would not wait for the restore.
+func (r *NodeMaintenanceReconciler) addFinalizer(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if controllerutil.ContainsFinalizer(s.nm, nmv1beta1.NodeMaintenanceFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	controllerutil.AddFinalizer(s.nm, nmv1beta1.NodeMaintenanceFinalizer)
+	replaced := s.nm.ResourceVersion
+	if err := r.Client.Update(ctx, s.nm); err != nil {
+		return s.writeFailed(err)
+	}
+	r.wrote(replaced, s.nm)
+	return ctrl.Result{}, nil
 }
 
 // drains reports whether a pass over nm may still drain its node (maintain),
@@ -225,30 +239,6 @@ func drains(nm *nmv1beta1.NodeMaintenance) bool {
 		return false
 	}
 	return true
-}
-
-// errPassEnded is returned by a step that ended the pass on purpose with its
-// result: the maintenance failed, or its object is gone. Reconcile returns
-// the result without an error.
-var errPassEnded = errors.New("reconcile pass ended")
-
-// ended reports whether a step ended the pass: with an error (errPassEnded
-// included) or a requeue. A step lets the pass go on with a zero result and
-// no error.
-func ended(res ctrl.Result, err error) bool { return err != nil || !res.IsZero() }
-
-// requeueOnConflict ends the pass after a failed write: soon again after a
-// conflict, not at all when the object is gone.
-func requeueOnConflict(err error) (ctrl.Result, error) {
-	if apierrors.IsConflict(err) {
-		// Someone (often our own previous pass) changed the object; the watch
-		// brings the new version, the short requeue is the safety net.
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
-	}
-	if apierrors.IsNotFound(err) {
-		return ctrl.Result{}, errPassEnded
-	}
-	return ctrl.Result{}, err
 }
 
 func (r *NodeMaintenanceReconciler) now() time.Time {

@@ -15,9 +15,10 @@ import (
 )
 
 // holdLease obtains or renews the node lease. When it cannot, it records why
-// in the status and ends the pass with a retry. After the node was touched,
-// each failure counts; more than nmv1beta1.MaxLeaseErrors in a row restore
-// the node and fail the maintenance.
+// in the status (written at the end of the pass) and ends the pass with a
+// retry. After the node was touched, each failure counts; more than
+// nmv1beta1.MaxLeaseErrors in a row restore the node and fail the
+// maintenance.
 func (r *NodeMaintenanceReconciler) holdLease(ctx context.Context, s *scope) (ctrl.Result, error) {
 	p := s.progress
 	if !p.lastLeaseFailed.IsZero() && r.now().Sub(p.lastLeaseFailed) < r.Options.LeaseRetryInterval {
@@ -49,28 +50,26 @@ func (r *NodeMaintenanceReconciler) holdLease(ctx context.Context, s *scope) (ct
 			"could not hold the lease on node %s %d times in a row (last error: %v); the node was restored and the maintenance stopped. Delete this NodeMaintenance and create it again to retry",
 			s.node.Name, status.ErrorOnLeaseCount, err))
 	}
-	if err := r.writeStatus(ctx, s.nm, status); err != nil {
-		return requeueOnConflict(err)
-	}
+	s.writeAtEnd()
 	return ctrl.Result{RequeueAfter: r.Options.LeaseRetryInterval}, nil
 }
 
-// keepMaintenance is the Succeeded phase: it holds the lease of the drained
+// keepMaintenance is the Succeeded pass: it holds the lease of the drained
 // node for as long as the maintenance lasts.
-func (r *NodeMaintenanceReconciler) keepMaintenance(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (ctrl.Result, error) {
-	s := r.newScope(nm)
-	if res, err := r.observe(ctx, s); ended(res, err) {
-		return res, err
-	}
+func (r *NodeMaintenanceReconciler) keepMaintenance() []phase {
+	return append(r.observe(), r.leaseKept)
+}
+
+// leaseKept says in the status that the lease is held, and comes back to
+// renew it.
+func (r *NodeMaintenanceReconciler) leaseKept(_ context.Context, s *scope) (ctrl.Result, error) {
 	s.status.ErrorOnLeaseCount, s.status.LastError = 0, ""
-	setCondition(s, nmv1beta1.ConditionLeaseHeld, true, nmv1beta1.ReasonLeaseHeld, fmt.Sprintf("the operator holds the lease of node %s", nm.Spec.NodeName), r.now())
+	setLeaseHeld(s, r.now())
 	if !meta.IsStatusConditionTrue(s.status.Conditions, nmv1beta1.ConditionDrained) {
 		// A maintenance that succeeded before conditions existed.
-		setCondition(s, nmv1beta1.ConditionCordoned, true, nmv1beta1.ReasonCordoned, fmt.Sprintf("node %s is cordoned and tainted for the maintenance", nm.Spec.NodeName), r.now())
-		setCondition(s, nmv1beta1.ConditionDrained, true, nmv1beta1.ReasonDrained, "every pod that had to leave the node is gone", r.now())
+		setCordoned(s, r.now())
+		setDrained(s, r.now())
 	}
-	if err := r.writeStatus(ctx, nm, s.status); err != nil {
-		return requeueOnConflict(err)
-	}
+	s.writeAtEnd()
 	return ctrl.Result{RequeueAfter: r.Leases.RenewInterval()}, nil
 }

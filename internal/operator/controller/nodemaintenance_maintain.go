@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,69 +20,34 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 )
 
-// scope is what one pass over an active maintenance works on.
-type scope struct {
-	nm *nmv1beta1.NodeMaintenance
-	// status is the status the pass writes, a copy of nm's.
-	status *nmv1beta1.NodeMaintenanceStatus
-	// prior is the node's state from before the maintenance; touched says it
-	// was recorded when the pass began, so the node may carry our changes.
-	prior   nodestate.Prior
-	touched bool
-	node    *corev1.Node
-	// progress is what earlier passes of this maintenance remember.
-	progress *progress
-}
-
-func (r *NodeMaintenanceReconciler) newScope(nm *nmv1beta1.NodeMaintenance) *scope {
-	return &scope{nm: nm, status: nm.Status.DeepCopy(), progress: r.progressOf(nm)}
-}
-
-// maintain is the Running phase: a slot under --max-unavailable, lease,
-// cordon, one drain round, status.
-func (r *NodeMaintenanceReconciler) maintain(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (ctrl.Result, error) {
-	s := r.newScope(nm)
-	if res, err := r.waitForSlot(ctx, s); ended(res, err) {
-		return res, err
-	}
-	// From here on the maintenance may drain: the informer of its node's
-	// pods starts now, and its first list comes in while the pass takes the
-	// lease and cordons the node.
-	r.Pods.Hold(nm.Name, nm.Spec.NodeName)
-	if res, err := r.observe(ctx, s); ended(res, err) {
-		return res, err
-	}
-	if res, err := r.enterMaintenance(ctx, s); ended(res, err) {
-		return res, err
-	}
-	plan, res, err := r.plan(ctx, s)
-	if ended(res, err) {
-		return res, err
-	}
-	round := r.evict(ctx, s, plan)
-	recordRound(round)
-	if res, handled, err := r.onTimeout(ctx, s, round); handled {
-		return res, err
-	}
-	setRound(s.status, round)
-	setDrainConditions(s, round, r.now())
-	// Pods counted out, nothing else: written at most every statusInterval,
-	// so that a fast drain is not slowed by writes of its own progress.
-	wait, err := r.writeProgress(ctx, s, statusInterval)
-	if err != nil {
-		return requeueOnConflict(err)
-	}
-	res = r.afterRound(ctx, s, round)
-	if wait > 0 {
-		res.RequeueAfter = min(res.RequeueAfter, wait)
-	}
-	return res, nil
+// maintain is the Running pass: a slot under --max-unavailable, the lease,
+// the cordon, one drain round, its status.
+func (r *NodeMaintenanceReconciler) maintain() []phase {
+	return slices.Concat(
+		[]phase{r.waitForSlot, r.holdPods},
+		r.observe(),
+		[]phase{r.enterMaintenance, r.planDrain, r.evictRound, r.onTimeout, r.setDrainStatus, r.afterRound},
+	)
 }
 
 // observe reads the recorded prior state and the node, and holds the lease.
 // It ends the pass when the maintenance cannot go on: the record is
 // unreadable or the node is gone (Failed), or the lease is not held.
-func (r *NodeMaintenanceReconciler) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *NodeMaintenanceReconciler) observe() []phase {
+	return []phase{r.readRecord, r.readNode, r.guard, r.holdLease}
+}
+
+// holdPods starts the informer of the node's pods: from here on the
+// maintenance may drain, and the informer's first list comes in while the
+// pass takes the lease and cordons the node.
+func (r *NodeMaintenanceReconciler) holdPods(_ context.Context, s *scope) (ctrl.Result, error) {
+	r.Pods.Hold(s.nm.Name, s.nm.Spec.NodeName)
+	return ctrl.Result{}, nil
+}
+
+// readRecord reads the prior-state record; one that cannot be read fails
+// the maintenance.
+func (r *NodeMaintenanceReconciler) readRecord(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var err error
 	if s.prior, s.touched, err = priorState(s.nm); err != nil {
 		// Restoring now would have to guess the node's schedulability from
@@ -90,6 +56,11 @@ func (r *NodeMaintenanceReconciler) observe(ctx context.Context, s *scope) (ctrl
 			"without the record, uncordoning it could undo a cordon from before the maintenance. "+
 			"Deleting this NodeMaintenance uncordons node %s and removes the maintenance taints and label", err, s.nm.Spec.NodeName))
 	}
+	return ctrl.Result{}, nil
+}
+
+// readNode reads the node; one that does not exist fails the maintenance.
+func (r *NodeMaintenanceReconciler) readNode(ctx context.Context, s *scope) (ctrl.Result, error) {
 	s.node = &corev1.Node{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: s.nm.Spec.NodeName}, s.node); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -101,12 +72,7 @@ func (r *NodeMaintenanceReconciler) observe(ctx context.Context, s *scope) (ctrl
 		}
 		return r.fail(ctx, s, msg)
 	}
-	if !s.touched {
-		if res, err := r.guard(ctx, s); ended(res, err) {
-			return res, err
-		}
-	}
-	return r.holdLease(ctx, s)
+	return ctrl.Result{}, nil
 }
 
 // guard fails a maintenance that has not touched its node yet when the node
@@ -115,6 +81,9 @@ func (r *NodeMaintenanceReconciler) observe(ctx context.Context, s *scope) (ctrl
 // create; this catches what it could not see: a maintenance admitted while
 // another node was still schedulable, or created without the webhook.
 func (r *NodeMaintenanceReconciler) guard(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.touched {
+		return ctrl.Result{}, nil
+	}
 	var listErr error
 	err := validation.ValidateNodeGuards(s.node, s.nm.Spec.Drain, func() ([]corev1.Node, error) {
 		nodes := &corev1.NodeList{}
@@ -131,8 +100,8 @@ func (r *NodeMaintenanceReconciler) guard(ctx context.Context, s *scope) (ctrl.R
 }
 
 // enterMaintenance records the node's prior state on the NodeMaintenance,
-// then cordons and taints the node. The record is written first, so a crash
-// between the two can never lose it.
+// then cordons and taints the node. The record is written first, at once
+// (mid-pass), so a crash between the two can never lose it.
 func (r *NodeMaintenanceReconciler) enterMaintenance(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !s.touched {
 		s.prior = nodestate.Record(s.node, r.now())
@@ -142,7 +111,7 @@ func (r *NodeMaintenanceReconciler) enterMaintenance(ctx context.Context, s *sco
 		s.nm.Annotations[nodestate.PriorStateAnnotation] = s.prior.Encode()
 		replaced := s.nm.ResourceVersion
 		if err := r.Client.Update(ctx, s.nm); err != nil {
-			return requeueOnConflict(err)
+			return s.writeFailed(err)
 		}
 		r.wrote(replaced, s.nm)
 	}
@@ -156,7 +125,12 @@ func (r *NodeMaintenanceReconciler) enterMaintenance(ctx context.Context, s *sco
 		// case: the live object tells them apart.
 		live := &nmv1beta1.NodeMaintenance{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.nm), live); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
+			if apierrors.IsNotFound(err) {
+				// The object is gone, its node given back: nothing to cordon or drain.
+				s.end()
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, err
 		}
 		if live.ResourceVersion != s.nm.ResourceVersion {
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
@@ -179,22 +153,24 @@ const (
 	podsSyncRetry = time.Second
 )
 
-// plan reads the node's pods and classifies them. The pass that starts the
-// drain counts them into the status and says so in an event. It ends the
-// pass, deciding nothing, while the node's pod informer has not synced: an
-// empty store before its first list would make the node look drained.
-func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.Plan, ctrl.Result, error) {
+// planDrain reads the node's pods and classifies them (s.plan). The pass
+// that starts the drain counts them into the status and says so in an
+// event. It ends the pass, deciding nothing, while the node's pod informer
+// has not synced: an empty store before its first list would make the node
+// look drained.
+func (r *NodeMaintenanceReconciler) planDrain(ctx context.Context, s *scope) (ctrl.Result, error) {
 	wait, cancel := context.WithTimeout(ctx, podsSyncWait)
 	pods, ok := r.Pods.Pods(wait, s.node.Name)
 	cancel()
 	if !ok {
 		log.FromContext(ctx).Info("the pods of the node are not listed yet; the drain waits for them", "node", s.node.Name)
-		return drain.Plan{}, ctrl.Result{RequeueAfter: podsSyncRetry}, nil
+		return ctrl.Result{RequeueAfter: podsSyncRetry}, nil
 	}
 	plan, err := drain.NewPlan(pods, r.rules(s))
 	if err != nil {
-		return drain.Plan{}, ctrl.Result{}, fmt.Errorf("NodeMaintenance %s: %w", s.nm.Name, err)
+		return ctrl.Result{}, fmt.Errorf("NodeMaintenance %s: %w", s.nm.Name, err)
 	}
+	s.plan = plan
 	// The counts are taken when the drain starts: the pass that first touches
 	// the node (a wait for the lease before it may already have set the
 	// phase), or a later one if that pass could not write its status.
@@ -208,7 +184,15 @@ func (r *NodeMaintenanceReconciler) plan(ctx context.Context, s *scope) (drain.P
 		}
 		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeNormal, ReasonBeginMaintenance, "BeginMaintenance", "%s", msg)
 	}
-	return plan, ctrl.Result{}, nil
+	return ctrl.Result{}, nil
+}
+
+// evictRound makes one round of evictions (s.round) and counts it in the
+// metrics.
+func (r *NodeMaintenanceReconciler) evictRound(ctx context.Context, s *scope) (ctrl.Result, error) {
+	s.round = r.evict(ctx, s, s.plan)
+	recordRound(s.round)
+	return ctrl.Result{}, nil
 }
 
 // evict makes one round of eviction calls for the pods plan lets go now
@@ -255,33 +239,52 @@ func (r *NodeMaintenanceReconciler) interruptedEvictions(ctx context.Context, na
 	return out
 }
 
+// setDrainStatus writes what the round left into the status, at the end
+// of the pass. Pods counted out, nothing else: written at most every
+// statusInterval, so that a fast drain is not slowed by writes of its own
+// progress.
+func (r *NodeMaintenanceReconciler) setDrainStatus(_ context.Context, s *scope) (ctrl.Result, error) {
+	setRound(s.status, s.round)
+	setDrainConditions(s, s.round, r.now())
+	s.writeProgressAtEnd(statusInterval)
+	return ctrl.Result{}, nil
+}
+
 // afterRound says when to look again. A drained node's lease is renewed;
 // otherwise pod deletions and PDB changes wake us through watches and the
 // requeue is the safety net, with a backoff so that a PDB that never allows
-// does not spin.
-func (r *NodeMaintenanceReconciler) afterRound(ctx context.Context, s *scope, round drain.Round) ctrl.Result {
+// does not spin. What it says and remembers waits for the status write: a
+// pass that loses its write to a conflict decides again.
+func (r *NodeMaintenanceReconciler) afterRound(ctx context.Context, s *scope) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
+	round := s.round
 	if round.Done() {
-		drainDuration.Observe(r.now().Sub(s.nm.CreationTimestamp.Time).Seconds())
-		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeNormal, ReasonSucceededMaintenance, "Drain",
-			"Node %s is cordoned and drained", s.node.Name)
-		logger.Info("maintenance succeeded", "node", s.node.Name)
-		return ctrl.Result{RequeueAfter: r.Leases.RenewInterval()}
+		s.onWritten(func() {
+			drainDuration.Observe(r.now().Sub(s.nm.CreationTimestamp.Time).Seconds())
+			r.Recorder.Eventf(s.nm, nil, corev1.EventTypeNormal, ReasonSucceededMaintenance, "Drain",
+				"Node %s is cordoned and drained", s.node.Name)
+			logger.Info("maintenance succeeded", "node", s.node.Name)
+		})
+		return ctrl.Result{RequeueAfter: r.Leases.RenewInterval()}, nil
 	}
 	next := r.Leases.RenewInterval()
 	if deadline := drainDeadline(s); !deadline.IsZero() {
 		// Be there when spec.drain.timeout expires.
 		next = min(next, max(deadline.Sub(r.now()), time.Millisecond))
 	}
+	var backoff time.Duration // none after a round that nothing refused
 	if round.Refused() {
-		next = min(next, s.progress.nextBlockedBackoff(r.Options))
+		backoff = s.progress.nextBlockedBackoff(r.Options)
+		next = min(next, backoff)
 	} else {
-		s.progress.blockedBackoff = 0
 		next = min(next, evictedRecently)
 	}
-	if debug := logger.V(1); debug.Enabled() {
-		debug.Info("drain pass", "node", s.node.Name, "pending", len(round.Pending), "blocked", round.Count(drain.Blocked),
-			"failed", round.Count(drain.Failed), "staying", round.Plan.SkippedSummary(), "requeueAfter", next)
-	}
-	return ctrl.Result{RequeueAfter: next}
+	s.onWritten(func() {
+		s.progress.blockedBackoff = backoff
+		if debug := logger.V(1); debug.Enabled() {
+			debug.Info("drain pass", "node", s.node.Name, "pending", len(round.Pending), "blocked", round.Count(drain.Blocked),
+				"failed", round.Count(drain.Failed), "staying", round.Plan.SkippedSummary(), "requeueAfter", next)
+		}
+	})
+	return ctrl.Result{RequeueAfter: next}, nil
 }

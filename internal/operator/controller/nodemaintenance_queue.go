@@ -78,8 +78,9 @@ const maxNamesInQueueMessage = 10
 
 // waitForSlot lets a maintenance that has not touched its node go on only
 // when it holds a slot under Options.MaxUnavailable; otherwise it records
-// that it is queued and ends the pass. Without a limit every maintenance goes
-// on (and one queued by an earlier configuration is told it may start).
+// that it is queued and ends the pass (enqueue). Without a limit every
+// maintenance goes on (and one queued by an earlier configuration is told it
+// may start).
 func (r *NodeMaintenanceReconciler) waitForSlot(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if _, touched, _ := priorState(s.nm); touched {
 		return ctrl.Result{}, nil
@@ -128,8 +129,14 @@ func (r *NodeMaintenanceReconciler) waitForSlot(ctx context.Context, s *scope) (
 		return r.recordGrant(ctx, s, fmt.Sprintf("a slot is free: %s, and %d other maintenances hold one", rule, len(pos.holding)))
 	}
 
-	msg := fmt.Sprintf("queued behind %s: %s; this maintenance starts, first come first served, when one of them ends "+
-		"(is deleted, or fails and gives its node back). Its node is not cordoned until then", nameList(pos.blocking()), rule)
+	return r.enqueue(s, fmt.Sprintf("queued behind %s: %s; this maintenance starts, first come first served, when one of them ends "+
+		"(is deleted, or fails and gives its node back). Its node is not cordoned until then", nameList(pos.blocking()), rule))
+}
+
+// enqueue records that the maintenance waits for a slot (msg) and ends the
+// pass. The status is written at the end of the pass, after queueMu is let
+// go: the decisions read grants and records, not whether one waits.
+func (r *NodeMaintenanceReconciler) enqueue(s *scope, msg string) (ctrl.Result, error) {
 	wasQueued := meta.IsStatusConditionTrue(s.status.Conditions, nmv1beta1.ConditionQueued)
 	if s.status.Phase == "" {
 		s.status.Phase = nmv1beta1.MaintenanceRunning
@@ -140,28 +147,27 @@ func (r *NodeMaintenanceReconciler) waitForSlot(ctx context.Context, s *scope) (
 	// decides again at each slot change, and rewriting all of them each time
 	// is writes in the square of the queue's length, on the API server the
 	// drains need.
-	if wait, err := r.writeProgress(ctx, s, queueStatusInterval); err != nil {
-		return requeueOnConflict(err)
-	} else if wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
+	s.writeProgressAtEnd(queueStatusInterval)
 	if !wasQueued {
-		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeNormal, ReasonQueued, "Queue", "Maintenance of node %s %s", s.nm.Spec.NodeName, msg)
+		// Its Queued condition changes: written at once, never held back.
+		s.onWritten(func() {
+			r.Recorder.Eventf(s.nm, nil, corev1.EventTypeNormal, ReasonQueued, "Queue", "Maintenance of node %s %s", s.nm.Spec.NodeName, msg)
+		})
 	}
 	return ctrl.Result{RequeueAfter: queueBackstop}, nil
 }
 
 // recordGrant writes Queued False (SlotAcquired) to the status and lets the
-// pass go on. It is written before the lease is taken, so that a restarted
-// operator counts the grant; a pass that cannot write it ends, and the next
-// one writes it again (the grant is in memory).
+// pass go on. It is written at once (mid-pass), before the lease is taken,
+// so that a restarted operator counts the grant; a pass that cannot write it
+// ends, and the next one writes it again (the grant is in memory).
 func (r *NodeMaintenanceReconciler) recordGrant(ctx context.Context, s *scope, msg string) (ctrl.Result, error) {
 	if s.status.Phase == "" {
 		s.status.Phase = nmv1beta1.MaintenanceRunning
 	}
 	setCondition(s, nmv1beta1.ConditionQueued, false, nmv1beta1.ReasonSlotAcquired, msg, r.now())
 	if err := r.writeStatus(ctx, s.nm, s.status); err != nil {
-		return requeueOnConflict(err)
+		return s.writeFailed(err)
 	}
 	return ctrl.Result{}, nil
 }

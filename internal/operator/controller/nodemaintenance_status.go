@@ -16,7 +16,6 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
-	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 )
 
 // setRound writes what a drain round left into status. A round that left
@@ -39,71 +38,19 @@ func (r *NodeMaintenanceReconciler) fail(ctx context.Context, s *scope, msg stri
 	return r.failWith(ctx, s, nmv1beta1.ReasonFailed, msg)
 }
 
-// restoreAndFail ends the maintenance as Failed and gives the node back:
-// restored to its recorded state, the lease released. It says so in three
-// steps, so that no observer sees Failed before the node is back and no pass
-// cut off halfway loses the node's state: the status first says Restoring
-// (still Running), then the node is restored, then the status says Failed.
-// A pass that finds Restoring finishes the job (restorePending).
-func (r *NodeMaintenanceReconciler) restoreAndFail(ctx context.Context, s *scope, reason, why, msg string) (ctrl.Result, error) {
-	s.status.LastError = msg
-	setCondition(s, nmv1beta1.ConditionCordoned, true, nmv1beta1.ReasonRestoring, why, r.now())
-	setCondition(s, nmv1beta1.ConditionDrained, false, reason, boundedError(msg), r.now())
-	if err := r.writeStatus(ctx, s.nm, s.status); err != nil {
-		return requeueOnConflict(err) // nothing touched yet: the next pass decides again
-	}
-	return r.finishRestore(ctx, s)
-}
-
-// restorePending reports whether restoreAndFail began giving the node back
-// and a pass has to finish it.
-func restorePending(nm *nmv1beta1.NodeMaintenance) bool {
-	c := meta.FindStatusCondition(nm.Status.Conditions, nmv1beta1.ConditionCordoned)
-	return c != nil && c.Reason == nmv1beta1.ReasonRestoring
-}
-
-// finishRestore restores the node from its record (if the record is still
-// there), releases the lease, and fails the maintenance with the reason and
-// lastError restoreAndFail recorded.
-func (r *NodeMaintenanceReconciler) finishRestore(ctx context.Context, s *scope) (ctrl.Result, error) {
-	node := s.nm.Spec.NodeName
-	prior, touched, err := priorState(s.nm)
-	if err != nil {
-		// Unreadable: restore "as before any maintenance", as finalize does.
-		prior, touched = nodestate.Prior{}, true
-	}
-	if touched {
-		if err := r.restoreNode(ctx, s.nm, node, prior); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	if err := r.Leases.Release(ctx, node); err != nil {
-		return ctrl.Result{}, err
-	}
-	why := "the node was restored"
-	if c := meta.FindStatusCondition(s.status.Conditions, nmv1beta1.ConditionCordoned); c != nil {
-		why = c.Message
-	}
-	reason := nmv1beta1.ReasonFailed
-	if c := meta.FindStatusCondition(s.status.Conditions, nmv1beta1.ConditionDrained); c != nil && c.Status == metav1.ConditionFalse {
-		reason = c.Reason
-	}
-	setCondition(s, nmv1beta1.ConditionCordoned, false, nmv1beta1.ReasonRestored, why, r.now())
-	setCondition(s, nmv1beta1.ConditionLeaseHeld, false, nmv1beta1.ReasonRestored, "the lease was released with the node", r.now())
-	return r.failWith(ctx, s, reason, s.status.LastError)
-}
-
-// failWith is fail with the reason of the Drained condition.
+// failWith is fail with the reason of the Drained condition. The status is
+// written at the end of the pass, and the event follows it.
 func (r *NodeMaintenanceReconciler) failWith(ctx context.Context, s *scope, reason, msg string) (ctrl.Result, error) {
 	s.status.Phase = nmv1beta1.MaintenanceFailed
 	s.status.LastError = msg
 	setCondition(s, nmv1beta1.ConditionDrained, false, reason, boundedError(msg), r.now())
-	if err := r.writeStatus(ctx, s.nm, s.status); err != nil {
-		return requeueOnConflict(err)
-	}
-	r.Recorder.Eventf(s.nm, nil, corev1.EventTypeWarning, ReasonFailedMaintenance, "Maintain", "%s", msg)
-	log.FromContext(ctx).Info("maintenance failed", "node", s.nm.Spec.NodeName, "reason", msg)
-	return ctrl.Result{}, errPassEnded
+	s.writeAtEnd()
+	s.onWritten(func() {
+		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeWarning, ReasonFailedMaintenance, "Maintain", "%s", msg)
+		log.FromContext(ctx).Info("maintenance failed", "node", s.nm.Spec.NodeName, "reason", msg)
+	})
+	s.end()
+	return ctrl.Result{}, nil
 }
 
 // writeStatus writes status when it changed, stamping lastUpdate.

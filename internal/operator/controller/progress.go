@@ -105,11 +105,11 @@ func (p *progress) notEvictedYet(pods []corev1.Pod, now time.Time) []corev1.Pod 
 	return out
 }
 
+// nextBlockedBackoff is the wait after one more round that a budget
+// refused; the pass stores it (blockedBackoff) once its status is written.
 func (p *progress) nextBlockedBackoff(o Options) time.Duration {
 	if p.blockedBackoff == 0 {
-		p.blockedBackoff = o.BlockedBackoffInitial
-	} else {
-		p.blockedBackoff = min(2*p.blockedBackoff, o.BlockedBackoffMax)
+		return o.BlockedBackoffInitial
 	}
-	return p.blockedBackoff
+	return min(2*p.blockedBackoff, o.BlockedBackoffMax)
 }
