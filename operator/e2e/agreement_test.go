@@ -134,7 +134,23 @@ var agreementScenarios = []struct {
 		n.terminating("recent")
 	},
 	want: map[string]fate{"fresh": evict, "gone-a": skip, "gone-b": skip, "recent": waitFor},
+}, {
+	// deleteEmptyDirData false: a running pod with emptyDir data is not
+	// evicted but waited for (the test deletes it, as its owner would); a
+	// finished one, and the pods without emptyDir, are evicted.
+	name:   "empty-dir-data-kept",
+	policy: nmv1beta1.DrainPolicy{DeleteEmptyDirData: ptr.To(false)},
+	setup: func(n *scenarioNode) {
+		n.deployment("web", 1)
+		n.pod("scratch", testcluster.WithEmptyDir(), withLabel(deleteToRelease, "true"))
+		n.finished("scratch-done", corev1.PodSucceeded, testcluster.WithEmptyDir())
+	},
+	want: map[string]fate{"web": evict, "scratch": waitFor, "scratch-done": evict},
 }}
+
+// deleteToRelease labels a running pod the test holds only by not deleting
+// it: it lets the pod go by deleting it.
+const deleteToRelease = "test.nodemaintenance.io/delete-to-release"
 
 // fate is what a drain does to a pod, or what a preview says it will.
 type fate int
@@ -251,7 +267,7 @@ func (n *scenarioNode) pods() map[string]corev1.Pod {
 // else.
 func watchDrain(t *testing.T, c *testcluster.Cluster, name, ns string, before map[string]corev1.Pod) map[string]fate {
 	t.Helper()
-	pending, left := map[string]bool{}, map[string]bool{}
+	pending, left, released := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	testcluster.WaitFor(t, phaseTimeout, "the drain of NodeMaintenance "+name+" to succeed", func(ctx context.Context) (bool, error) {
 		nm := &nmv1beta1.NodeMaintenance{}
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, nm); err != nil {
@@ -273,7 +289,7 @@ func watchDrain(t *testing.T, c *testcluster.Cluster, name, ns string, before ma
 			now[list.Items[i].Name] = &list.Items[i]
 		}
 		for pod, was := range before {
-			if p := now[pod]; was.DeletionTimestamp == nil && (p == nil || p.DeletionTimestamp != nil) {
+			if p := now[pod]; was.DeletionTimestamp == nil && !released[pod] && (p == nil || p.DeletionTimestamp != nil) {
 				left[pod] = true
 			}
 		}
@@ -289,6 +305,7 @@ func watchDrain(t *testing.T, c *testcluster.Cluster, name, ns string, before ma
 				if err := release(ctx, c, now[pod]); err != nil {
 					return false, fmt.Errorf("let pod %s/%s go: %w", ns, pod, err)
 				}
+				released[pod] = true // what becomes of it now is the test's doing
 				t.Logf("the drain waits only for pods the test holds: let %s go", pod)
 			}
 		}
@@ -314,7 +331,7 @@ func held(pod *corev1.Pod) bool {
 	if pod == nil {
 		return false
 	}
-	return controllerutil.ContainsFinalizer(pod, holdFinalizer) ||
+	return controllerutil.ContainsFinalizer(pod, holdFinalizer) || pod.DeletionTimestamp == nil && pod.Labels[deleteToRelease] != "" ||
 		pod.DeletionTimestamp == nil && pod.Labels[nmv1beta1.DrainLabel] == nmv1beta1.DrainLabelWaitCompleted &&
 			pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
@@ -334,6 +351,8 @@ func release(ctx context.Context, c *testcluster.Cluster, pod *corev1.Pod) error
 			}
 			return client.IgnoreNotFound(c.Client.Update(ctx, p))
 		})
+	case pod.DeletionTimestamp == nil && pod.Labels[deleteToRelease] != "":
+		return client.IgnoreNotFound(c.Client.Delete(ctx, pod))
 	case held(pod):
 		return setPhase(ctx, c, pod, corev1.PodSucceeded)
 	}
