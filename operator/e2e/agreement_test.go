@@ -120,8 +120,8 @@ var agreementScenarios = []struct {
 	// gone: the drain neither waits for them nor evicts them. A pod
 	// deleted moments before is waited for until its deletion is that old,
 	// and so is the one the drain evicts (it never terminates: no kubelet).
-	// Fails while the preview does not apply skipWaitForDeleteTimeout
-	// (issue #27): it says it waits for gone-a and gone-b.
+	// Failed while the preview did not apply skipWaitForDeleteTimeout
+	// (issue #27): it said it waits for gone-a and gone-b.
 	name:   "dead-node-skip-wait-for-delete-timeout",
 	policy: nmv1beta1.DrainPolicy{SkipWaitForDeleteTimeout: &metav1.Duration{Duration: skipWaitTimeout}},
 	dead:   true,

@@ -247,6 +247,9 @@ func TestDrainKeepsEmptyDirDataWhenNotAllowed(t *testing.T) {
 			strings.Contains(nm.Status.LastError, "pod "+ns+"/scratch has emptyDir data and spec.drain.deleteEmptyDirData is false")
 	})
 	assertCondition(t, nm, nmv1beta1.ConditionDrained, metav1.ConditionFalse, nmv1beta1.ReasonWaiting)
+	if c := meta.FindStatusCondition(nm.Status.Conditions, nmv1beta1.ConditionDrained); !strings.Contains(c.Message, "spec.drain.deleteEmptyDirData is false") {
+		t.Errorf("the Drained condition does not say why the drain waits: %q", c.Message)
+	}
 	// Seconds later the pod is still there, not evicted.
 	time.Sleep(2 * time.Second)
 	p := &corev1.Pod{}

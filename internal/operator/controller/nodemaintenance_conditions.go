@@ -54,7 +54,11 @@ func setDrainConditions(s *scope, round drain.Round, now time.Time) {
 	case round.Refused():
 		setCondition(s, nmv1beta1.ConditionDrained, false, nmv1beta1.ReasonBlockedByPDB, round.Message(), now)
 	case len(round.Plan.ToEvict) == 0 && len(round.Plan.Last) == 0:
-		setCondition(s, nmv1beta1.ConditionDrained, false, nmv1beta1.ReasonWaiting, fmt.Sprintf("waiting for %d pods to terminate or complete", len(round.Pending)), now)
+		msg := fmt.Sprintf("waiting for %d pods to terminate or complete", len(round.Pending))
+		if why := round.Message(); why != "" {
+			msg += ": " + why // pods only someone else can remove (spec.drain.deleteEmptyDirData false)
+		}
+		setCondition(s, nmv1beta1.ConditionDrained, false, nmv1beta1.ReasonWaiting, msg, now)
 	default:
 		setCondition(s, nmv1beta1.ConditionDrained, false, nmv1beta1.ReasonDraining, fmt.Sprintf("%d pods still to leave the node", len(round.Pending)), now)
 	}
