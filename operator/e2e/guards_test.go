@@ -57,7 +57,7 @@ func TestControlPlaneNodeIsRefusedUnlessAllowed(t *testing.T) {
 	pool := c.NewPool(t)
 	cp := pool.AddNode(t, "")
 	patchNode(t, c, cp.Name, func(n *corev1.Node) { n.Labels[validation.ControlPlaneLabel] = "" })
-	before := stateOf(t, c, cp.Name)
+	before := settledStateOf(t, c, cp.Name) // kwok and the node controllers still write a new node
 
 	name := testcluster.UniqueName(t, "cp")
 	nm := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: cp.Name, Reason: "kernel"}}
