@@ -118,11 +118,10 @@ func OperatorObjects(o OperatorOptions) ([]client.Object, error) {
 		return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
 	}
 
-	crd, err := CRD()
+	crds, err := CRDs()
 	if err != nil {
 		return nil, err
 	}
-	crd.TypeMeta = tm("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 	clusterRole, roles, err := generatedRBAC()
 	if err != nil {
 		return nil, err
@@ -135,7 +134,12 @@ func OperatorObjects(o OperatorOptions) ([]client.Object, error) {
 
 	objs := []client.Object{
 		&corev1.Namespace{TypeMeta: tm("v1", "Namespace"), ObjectMeta: meta(o.Namespace, false)},
-		crd,
+	}
+	for _, crd := range crds {
+		crd.TypeMeta = tm("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+		objs = append(objs, crd)
+	}
+	objs = append(objs,
 		&corev1.ServiceAccount{TypeMeta: tm("v1", "ServiceAccount"), ObjectMeta: meta(OperatorName, true)},
 		clusterRole,
 		&rbacv1.ClusterRoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: meta(OperatorName, false),
@@ -144,7 +148,7 @@ func OperatorObjects(o OperatorOptions) ([]client.Object, error) {
 		// asks the API server whether the scraper may get /metrics.
 		&rbacv1.ClusterRole{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: meta(MetricsReaderName, false),
 			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}},
-	}
+	)
 	for i, r := range roles {
 		name := OperatorName
 		if i > 0 {

@@ -29,7 +29,7 @@ func TestOperatorObjectsAreCompleteAndConsistent(t *testing.T) {
 			t.Errorf("%s %s in namespace %q, want nmo", gvk.Kind, o.GetName(), ns)
 		}
 	}
-	for kind, n := range map[string]int{"Namespace": 1, "CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 2,
+	for kind, n := range map[string]int{"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 2,
 		"ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2, "Secret": 1, "Service": 2, "Deployment": 1, "ValidatingWebhookConfiguration": 1} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s objects, want %d", kinds[kind], kind, n)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 )
@@ -19,31 +20,38 @@ import (
 // and served.
 const crdServedTimeout = time.Minute
 
-// InstallCRD creates or updates the embedded NodeMaintenance CRD and waits
-// until it is established and served.
+// InstallCRD creates or updates the embedded CRDs (NodeMaintenance and
+// NodeMaintenanceRollout) and waits until each is established and served.
 func InstallCRD(ctx context.Context, c client.Client) error {
-	crd, err := config.CRD()
+	crds, err := config.CRDs()
 	if err != nil {
 		return err
 	}
-	if err := createOrReplace(ctx, c, crd, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
-		return fmt.Errorf("install the NodeMaintenance CRD: %w", err)
+	lists := map[string]client.ObjectList{
+		nmv1beta1.CRDName:         &nmv1beta1.NodeMaintenanceList{},
+		nmv1alpha1.RolloutCRDName: &nmv1alpha1.NodeMaintenanceRolloutList{},
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, crdServedTimeout, true, func(ctx context.Context) (bool, error) {
-		got := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
-			return false, nil
+	for _, crd := range crds {
+		kind := crd.Spec.Names.Kind
+		if err := createOrReplace(ctx, c, crd, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+			return fmt.Errorf("install the %s CRD: %w", kind, err)
 		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				// Established can come before discovery; a list proves it is served.
-				return c.List(ctx, &nmv1beta1.NodeMaintenanceList{}) == nil, nil
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, crdServedTimeout, true, func(ctx context.Context) (bool, error) {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
+				return false, nil
 			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					// Established can come before discovery; a list proves it is served.
+					return c.List(ctx, lists[crd.Name]) == nil, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("the %s CRD was not established and served within %s: %w", kind, crdServedTimeout, err)
 		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("the NodeMaintenance CRD was not established and served within %s: %w", crdServedTimeout, err)
 	}
 	return nil
 }
