@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
@@ -55,10 +56,12 @@ func TestAccOperatorOnRealNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The release users install, and the one they upgrade to.
+	// The release users install, built from the last commit before the
+	// NodeMaintenanceRollout API (so the upgrade is one of code, not a
+	// restart of the same binary), and the one they upgrade to: this tree.
 	const upgradedImage = config.ImageRepository + ":v0.1.1-upgrade-test"
-	archive := buildOperatorImage(t, config.DefaultImage)
-	upgradeArchive := buildOperatorImage(t, upgradedImage)
+	archive := buildOperatorImage(t, config.DefaultImage, commitBeforeRollouts)
+	upgradeArchive := buildOperatorImage(t, upgradedImage, "")
 	real01 := c.RealNodes[0]
 	if err := real01.ImportImage(context.Background(), archive); err != nil {
 		t.Fatal(err)
@@ -248,6 +251,12 @@ resource "nodemaintenance" "real" {
 							return fmt.Errorf("operator pods after the upgrade %v, before %v: want %d new pods only", now, oldPods, replicas)
 						}
 						return upgrade.stillDraining()
+					},
+					// The installation of the old operator already carried
+					// the rollout CRD: it is served beside the maintenances
+					// the old operator made.
+					func(*terraform.State) error {
+						return c.Client.List(context.Background(), &nmv1alpha1.NodeMaintenanceRolloutList{})
 					},
 					func(*terraform.State) error { return upgrade.finish() },
 					progress("drain finished by the upgraded operator, node restored"),
@@ -649,10 +658,15 @@ func setUnschedulableT(t *testing.T, c *testcluster.Cluster, name string, unsche
 	}
 }
 
+// commitBeforeRollouts is the last commit of this repository before the
+// NodeMaintenanceRollout API (#28): the operator an upgrade starts from.
+// Move it forward only to the last commit before another API change.
+const commitBeforeRollouts = "9f4acee1a22b0803e098760a0952bd90656ed6cb"
+
 // buildOperatorImage runs what `make image` runs (hack/image) for the host
 // platform, tagged ref (its tag is the version stamped into the binary),
 // into a scratch directory, and returns the docker-archive.
-func buildOperatorImage(t *testing.T, ref string) string {
+func buildOperatorImage(t *testing.T, ref, commit string) string {
 	t.Helper()
 	root, err := testcluster.RepoRoot()
 	if err != nil {
@@ -660,16 +674,21 @@ func buildOperatorImage(t *testing.T, ref string) string {
 	}
 	out := t.TempDir()
 	start := time.Now()
-	cmd := exec.Command("go", "run", ".", "-repo", root, "-image", ref, "-out", out, "-platforms", "linux/amd64")
+	args := []string{"run", ".", "-repo", root, "-image", ref, "-out", out, "-platforms", "linux/amd64"}
+	from := "the working tree"
+	if commit != "" {
+		args, from = append(args, "-commit", commit), "commit "+commit
+	}
+	cmd := exec.Command("go", args...)
 	cmd.Dir = filepath.Join(root, "hack", "image")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the operator image %s (hack/image, as make image): %v\n%s", ref, err, b)
+		t.Fatalf("build the operator image %s from %s (hack/image, as make image; a shallow clone lacks old commits: fetch the history): %v\n%s", ref, from, err, b)
 	}
 	archive := filepath.Join(out, "node-maintenance-operator-linux-amd64.docker.tar")
 	if _, err := os.Stat(archive); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("operator image %s built in %s", ref, time.Since(start).Round(10*time.Millisecond))
+	t.Logf("operator image %s built from %s in %s", ref, from, time.Since(start).Round(10*time.Millisecond))
 	return archive
 }
 
