@@ -4,7 +4,9 @@
 // default none) and exits 0. With RELEASE_FILE set it also waits, after
 // SIGTERM, until that file exists, so that a test decides when the pod ends.
 // With SIGNAL_LOG set it also appends each of those lines to that file, so a
-// test can read them after the pod is gone.
+// test can read them after the pod is gone. With ONCE set it does not wait:
+// it says its line (ONCE's value, e.g. a step's work) and exits 0, as a
+// Job's container does.
 package main
 
 import (
@@ -20,6 +22,10 @@ func main() {
 	if err != nil {
 		say("bad EXIT_DELAY: %v", err)
 		os.Exit(2)
+	}
+	if once := os.Getenv("ONCE"); once != "" {
+		say("%s", once)
+		return
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
