@@ -19,6 +19,7 @@ import (
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 )
 
 // rolloutWebhookDenied starts every refusal of the rollout webhook, as the
@@ -46,6 +47,7 @@ func TestRolloutAdmissionChecksTheStepPermissionOfItsCreator(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("create as %s without create on jobs in %s: got %v\nwant a refusal containing %q", user, ns, err, want)
 	}
+	t.Logf("refused: %v", err)
 	assertRolloutNotStored(t, c, r.Name)
 
 	grantJobs(t, c, user, ns)
@@ -127,9 +129,51 @@ func TestRolloutBadInputIsRefusedNamingTheField(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v\nwant a refusal containing %q", err, tt.want)
 			}
+			t.Logf("refused: %v", err)
 			assertRolloutNotStored(t, c, r.Name)
 		})
 	}
+}
+
+// While the webhook is down, an update of a rollout's metadata alone (the
+// operator removing its finalizer, a label) is not sent to it and goes
+// through: the rollout's match condition lets it pass. An update of the spec
+// is sent, and refused, since the webhook fails closed.
+func TestRolloutMetadataUpdatesPassWhileTheWebhookIsDown(t *testing.T) {
+	c := testcluster.Get(t)
+	pool := c.NewPool(t)
+	pool.AddNode(t, "")
+	const hold = "test.nodemaintenance.io/hold"
+	r := stepRollout(testcluster.UniqueName(t, "nmr"), pool, c.Namespace(t))
+	r.Finalizers = []string{hold}
+	if err := c.Client.Create(bg(), r); err != nil {
+		t.Fatalf("create NodeMaintenanceRollout %s: %v", r.Name, err)
+	}
+	t.Cleanup(func() { deleteRollout(t, c, r.Name) })
+
+	stopOperatorUntilCleanup(t, c)
+	spec := r.DeepCopy()
+	spec.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(2))
+	if err := c.Client.Update(bg(), spec); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Errorf("spec update with the webhook down: got %v, want a failure calling the webhook (it fails closed)", err)
+	}
+	r.Finalizers, r.Labels = nil, map[string]string{"team": "a"}
+	if err := c.Client.Update(bg(), r); err != nil {
+		t.Fatalf("metadata-only update (finalizer removed, label added) with the webhook down: %v", err)
+	}
+}
+
+// stopOperatorUntilCleanup stops the package operator, its webhook with it,
+// and starts it again when the test ends.
+func stopOperatorUntilCleanup(t *testing.T, c *testcluster.Cluster) {
+	t.Helper()
+	operator.Stop()
+	t.Cleanup(func() {
+		var err error
+		if operator, err = testoperator.Start(c, defaultOptions()); err != nil {
+			t.Errorf("restart the operator: %v", err)
+		}
+	})
 }
 
 // stepRollout is a paused rollout of pool's nodes whose step runs in ns:
