@@ -58,14 +58,29 @@ func (v *RolloutValidator) SetupWithManager(mgr ctrl.Manager) error {
 func (v *RolloutValidator) ValidateCreate(ctx context.Context, r *nmv1alpha1.NodeMaintenanceRollout) (admission.Warnings, error) {
 	err := v.checkCreate(ctx, r)
 	logRolloutDecision(ctx, "create", r, err)
-	return nil, err
+	if err != nil {
+		return nil, err
+	}
+	return rolloutWarnings(r), nil
 }
 
+// checkCreate checks the spec, then, for a valid spec only, what the cluster
+// says: the nodes and the requester's permission, both at once.
 func (v *RolloutValidator) checkCreate(ctx context.Context, r *nmv1alpha1.NodeMaintenanceRollout) error {
 	if err := rolloutvalidation.ValidateRollout(r, v.AllowForceDrain); err != nil {
 		return rolloutRefusal(r, err)
 	}
 	return rolloutRefusal(r, joinProblems(v.checkNodeSet(ctx, &r.Spec), v.checkStepPermission(ctx, r.Spec.Step)))
+}
+
+// rolloutWarnings says what an admitted rollout does that its author may not
+// mean: an empty selector is valid, and takes every node of the cluster.
+func rolloutWarnings(r *nmv1alpha1.NodeMaintenanceRollout) admission.Warnings {
+	ls := r.Spec.NodeSelector
+	if ls != nil && len(ls.MatchLabels) == 0 && len(ls.MatchExpressions) == 0 {
+		return admission.Warnings{"spec.nodeSelector is empty: it selects every node of the cluster, which this rollout will maintain (a few at a time, as spec.maxUnavailable says)"}
+	}
+	return nil
 }
 
 // ValidateUpdate refuses a change of the node set, the drain or the step,

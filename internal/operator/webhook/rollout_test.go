@@ -136,6 +136,20 @@ func assertRefusal(t *testing.T, err error, want []string) {
 	}
 }
 
+// An empty selector is admitted, with a warning that it takes every node.
+func TestRolloutEmptySelectorIsAdmittedWithAWarning(t *testing.T) {
+	var reviews []authorizationv1.SubjectAccessReview
+	r := selectorRollout("a")
+	r.Spec.NodeSelector = &metav1.LabelSelector{}
+	warnings, err := rolloutValidator(t, &reviews).ValidateCreate(asUser("alice"), r)
+	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "spec.nodeSelector is empty: it selects every node of the cluster") {
+		t.Fatalf("got warnings %q, error %v; want one warning about the empty selector", warnings, err)
+	}
+	if warnings, _ := rolloutValidator(t, &reviews).ValidateCreate(asUser("alice"), selectorRollout("a")); len(warnings) != 0 {
+		t.Errorf("warnings for a selector with labels: %q", warnings)
+	}
+}
+
 // The review asks about the requesting user exactly as the API server
 // authenticated them, for the Job the step creates.
 func TestRolloutStepReviewAsksForTheRequester(t *testing.T) {
