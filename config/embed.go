@@ -69,11 +69,11 @@ var WebhookYAML []byte
 var RoleYAML []byte
 
 // ValidatingWebhookConfiguration returns the generated webhook configuration
-// named name, with every webhook sent to clientConfig. A match condition keeps
-// updates that leave spec.nodeName and spec.drain alone (finalizers,
-// annotations, the reason) away from the webhook, so the operator can always
-// restore a node and let its NodeMaintenance go, even while the webhook is
-// unreachable.
+// named name, with every webhook sent to clientConfig and given its match
+// conditions (matchConditions): the updates that leave what a webhook checks
+// alone (finalizers, annotations, status) never reach it, so the operator can
+// always restore a node and let a NodeMaintenance or a rollout go, even while
+// the webhook is unreachable.
 func ValidatingWebhookConfiguration(name string, clientConfig admissionregistrationv1.WebhookClientConfig) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	if err := yaml.UnmarshalStrict(WebhookYAML, vwc); err != nil {
@@ -82,20 +82,58 @@ func ValidatingWebhookConfiguration(name string, clientConfig admissionregistrat
 	vwc.Name = name
 	for i := range vwc.Webhooks {
 		wh := &vwc.Webhooks[i]
-		cc := *clientConfig.DeepCopy()
-		if cc.Service != nil && cc.Service.Path == nil && wh.ClientConfig.Service != nil {
-			cc.Service.Path = wh.ClientConfig.Service.Path
+		conditions, ok := webhookMatchConditions[wh.Name]
+		if !ok {
+			return nil, fmt.Errorf("the embedded ValidatingWebhookConfiguration has webhook %s, which has no match conditions: add them to webhookMatchConditions", wh.Name)
 		}
-		if cc.URL != nil && wh.ClientConfig.Service != nil && wh.ClientConfig.Service.Path != nil {
-			u := strings.TrimSuffix(*cc.URL, "/") + *wh.ClientConfig.Service.Path
-			cc.URL = &u
-		}
-		wh.ClientConfig = cc
-		wh.MatchConditions = []admissionregistrationv1.MatchCondition{{
-			Name: "create-or-immutable-field-change",
-			Expression: `request.operation == "CREATE" || object.spec.nodeName != oldObject.spec.nodeName || ` +
-				`has(object.spec.drain) != has(oldObject.spec.drain) || (has(object.spec.drain) && object.spec.drain != oldObject.spec.drain)`,
-		}}
+		wh.MatchConditions = conditions
+		wh.ClientConfig = webhookClientConfig(clientConfig, wh.ClientConfig.Service)
 	}
 	return vwc, nil
+}
+
+// webhookClientConfig sends a webhook to clientConfig, at the path the
+// generated service reference gives it.
+func webhookClientConfig(clientConfig admissionregistrationv1.WebhookClientConfig, generated *admissionregistrationv1.ServiceReference) admissionregistrationv1.WebhookClientConfig {
+	cc := *clientConfig.DeepCopy()
+	if cc.Service != nil && cc.Service.Path == nil && generated != nil {
+		cc.Service.Path = generated.Path
+	}
+	if cc.URL != nil && generated != nil && generated.Path != nil {
+		u := strings.TrimSuffix(*cc.URL, "/") + *generated.Path
+		cc.URL = &u
+	}
+	return cc
+}
+
+// Webhook names, as the webhook markers of internal/operator/webhook give
+// them.
+const (
+	NodeMaintenanceWebhookName = "vnodemaintenance.medik8s.io"
+	RolloutWebhookName         = "vnodemaintenancerollout.nodemaintenance.io"
+)
+
+// webhookMatchConditions are the match conditions of each webhook, by name.
+//
+// A NodeMaintenance's webhook sees creates and the updates that change what
+// it refuses to change (spec.nodeName, spec.drain); the rest of its spec has
+// no rule.
+//
+// A rollout's webhook sees creates and every update of its spec: the
+// immutable fields (the node set, the drain, the step) must not change, and
+// the mutable ones (maxUnavailable, holdFor, ...) must stay valid. An update
+// of the metadata alone (the operator removing the finalizer) and of the
+// status subresource (never sent to a webhook of the main resource) passes
+// without it.
+var webhookMatchConditions = map[string][]admissionregistrationv1.MatchCondition{
+	NodeMaintenanceWebhookName: {{
+		Name: "create-or-immutable-field-change",
+		Expression: `request.operation == "CREATE" || object.spec.nodeName != oldObject.spec.nodeName || ` +
+			`has(object.spec.drain) != has(oldObject.spec.drain) || (has(object.spec.drain) && object.spec.drain != oldObject.spec.drain)`,
+	}},
+	RolloutWebhookName: {{
+		Name: "create-or-spec-change",
+		Expression: `request.operation == "CREATE" || ` +
+			`has(object.spec) != has(oldObject.spec) || (has(object.spec) && object.spec != oldObject.spec)`,
+	}},
 }

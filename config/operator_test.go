@@ -81,8 +81,10 @@ func TestOperatorObjectsAreCompleteAndConsistent(t *testing.T) {
 	if svc == nil || svc.Namespace != "nmo" || svc.Name != WebhookServiceName || svc.Path == nil {
 		t.Errorf("webhook client config %+v", vwc.Webhooks[0].ClientConfig)
 	}
-	if len(vwc.Webhooks[0].MatchConditions) != 1 {
-		t.Error("the match condition that keeps finalizer updates away from the webhook is missing")
+	for _, wh := range vwc.Webhooks {
+		if len(wh.MatchConditions) != 1 {
+			t.Errorf("webhook %s: the match condition that keeps finalizer updates away from the webhook is missing", wh.Name)
+		}
 	}
 	found := false
 	for _, r := range clusterRole.Rules {

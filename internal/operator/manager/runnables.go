@@ -72,12 +72,14 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 	return nil
 }
 
-// addValidator registers the webhook once the certificates exist (it cannot
-// be registered before), on every replica: the API server sends admission
+// addValidator registers the webhooks (NodeMaintenance and
+// NodeMaintenanceRollout) once the certificates exist (they cannot be
+// registered before), on every replica: the API server sends admission
 // requests to any ready pod behind the Service, leader or not. The channel
-// it returns is closed once the webhook is registered.
+// it returns is closed once both are registered.
 func addValidator(mgr ctrl.Manager, maxUnavailable *intstr.IntOrString, allowForceDrain bool, certsReady <-chan struct{}) (<-chan struct{}, error) {
 	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Nodes: mgr.GetClient(), Writer: mgr.GetClient(), MaxUnavailable: maxUnavailable, AllowForceDrain: allowForceDrain, PreviewDrain: true}
+	rollouts := &nmwebhook.RolloutValidator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), AllowForceDrain: allowForceDrain}
 	registered := make(chan struct{})
 	return registered, mgr.Add(everyReplica(func(ctx context.Context) error {
 		select {
@@ -87,6 +89,9 @@ func addValidator(mgr ctrl.Manager, maxUnavailable *intstr.IntOrString, allowFor
 		}
 		if err := validator.SetupWithManager(mgr); err != nil {
 			return err
+		}
+		if err := rollouts.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up the NodeMaintenanceRollout webhook: %w", err)
 		}
 		close(registered)
 		return nil
