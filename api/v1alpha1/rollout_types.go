@@ -122,7 +122,8 @@ type RolloutStep struct {
 	Namespace string `json:"namespace"`
 
 	// JobTemplate is the Job run on each node. The operator sets its pod's
-	// nodeName to the node and adds tolerations of the maintenance taints.
+	// nodeName to the node, adds tolerations of the maintenance taints, and
+	// sets restartPolicy Never when it is unset.
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object

@@ -42,10 +42,9 @@ func podSpecProblems(spec *corev1.PodSpec) Problems {
 	}
 	p = append(p, containerProblems("initContainers", spec.InitContainers)...)
 	p = append(p, containerProblems("containers", spec.Containers)...)
+	// Unset, the operator sets Never: a failed step fails the node.
 	switch spec.RestartPolicy {
-	case corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
-	case "":
-		p = append(p, podSpecPath+".restartPolicy is not set: a Job's pod needs Never (a failed step fails the node) or OnFailure (its containers retry on the node)")
+	case "", corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
 	default:
 		p = append(p, fmt.Sprintf("%s.restartPolicy %q is not allowed for a Job: use Never or OnFailure", podSpecPath, spec.RestartPolicy))
 	}

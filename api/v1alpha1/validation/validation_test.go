@@ -76,6 +76,7 @@ func TestValidateRolloutAdmits(t *testing.T) {
 			r.Spec.OnFailure, r.Spec.MaxFailures = v1alpha1.RolloutHalt, ptr.To[int32](0)
 		}},
 		{"OnFailure restart policy", func(r *v1alpha1.NodeMaintenanceRollout) { podSpec(r).RestartPolicy = corev1.RestartPolicyOnFailure }},
+		{"restart policy unset (the operator sets Never)", func(r *v1alpha1.NodeMaintenanceRollout) { podSpec(r).RestartPolicy = "" }},
 		{"a step without timeout", func(r *v1alpha1.NodeMaintenanceRollout) { r.Spec.Step.Timeout = nil }},
 		{"no step, a hold", func(r *v1alpha1.NodeMaintenanceRollout) { r.Spec.Step, r.Spec.HoldFor = nil, dur(time.Minute) }},
 	} {
@@ -158,8 +159,6 @@ func TestValidateRolloutRefusesNamingTheField(t *testing.T) {
 			"spec.step.jobTemplate.spec.template.spec.containers[0] has no name"},
 		{"restart policy Always", func(r *v1alpha1.NodeMaintenanceRollout) { podSpec(r).RestartPolicy = corev1.RestartPolicyAlways },
 			`spec.step.jobTemplate.spec.template.spec.restartPolicy "Always" is not allowed for a Job: use Never or OnFailure`},
-		{"restart policy unset", func(r *v1alpha1.NodeMaintenanceRollout) { podSpec(r).RestartPolicy = "" },
-			"spec.step.jobTemplate.spec.template.spec.restartPolicy is not set"},
 		{"onFailure unknown", func(r *v1alpha1.NodeMaintenanceRollout) { r.Spec.OnFailure = "Retry" },
 			`spec.onFailure "Retry" must be Halt`},
 		{"maxFailures negative", func(r *v1alpha1.NodeMaintenanceRollout) { r.Spec.MaxFailures = ptr.To[int32](-1) },
