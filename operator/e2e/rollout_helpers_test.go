@@ -150,7 +150,9 @@ func (w *serviceWatch) run(ctx context.Context, nodes, nms watch.Interface) {
 				return
 			}
 			if n, isNode := ev.Object.(*corev1.Node); isNode && w.set[n.Name] {
-				w.record(func() { w.down[n.Name] = ev.Type != watch.Deleted && (n.Spec.Unschedulable || !validation.NodeReady(n)) }, "node "+n.Name)
+				w.record(func() {
+					w.down[n.Name] = ev.Type != watch.Deleted && (n.Spec.Unschedulable || !validation.NodeReady(n))
+				}, "node "+n.Name)
 			}
 		case ev, ok := <-nms.ResultChan():
 			if !ok {
