@@ -4,6 +4,7 @@ package e2e
 // time through child NodeMaintenances, with a step Job on each drained node.
 
 import (
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"testing"
@@ -240,6 +241,41 @@ func TestRolloutResumesAfterOperatorRestart(t *testing.T) {
 	})
 	restartOperatorNow(t, c)
 	waitRollout(t, c, 3*time.Minute, ro.Name, "to succeed after the restart", rolloutPhase(nmv1alpha1.RolloutSucceeded))
+	watch.done()
+	watch.assertAtMostOutOfService(t, 2)
+	watch.assertOneMaintenanceEach(t, nodes)
+	assertRestoredAll(t, c, before)
+}
+
+// The operator binary SIGKILLed three times at random points of a rollout
+// and started again each time: the rollout resumes from its status, no node
+// is maintained twice, maxUnavailable is never exceeded.
+func TestRolloutResumesAfterOperatorKilled(t *testing.T) {
+	c := testcluster.Get(t)
+	pool, nodes, before := poolNodes(t, c, 6)
+	p := runOperatorProcess(t, c)
+	watch := watchService(t, c, nodes)
+	ro := newRollout(t, "killed", nmv1alpha1.NodeMaintenanceRolloutSpec{
+		NodeSelector:   &metav1.LabelSelector{MatchLabels: pool.Selector()},
+		MaxUnavailable: ptr.To(intstr.FromInt32(2)),
+		HoldFor:        &metav1.Duration{Duration: 3 * time.Second},
+		SoakFor:        &metav1.Duration{Duration: time.Second},
+	})
+	createRollout(t, c, ro)
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	t.Logf("kill points from seed %d", seed)
+	for i := 1; i <= 3; i++ {
+		time.Sleep(time.Duration(rng.Int64N(int64(3 * time.Second)))) // a kill point, not an assertion
+		if got := getRollout(t, c, ro.Name); got.Status.Phase == nmv1alpha1.RolloutSucceeded {
+			t.Fatalf("the rollout ended before kill %d: the scenario must be slower", i)
+		}
+		p.Kill()
+		if err := p.Start(c, processFlags...); err != nil {
+			t.Fatalf("restart %d of the operator: %v", i, err)
+		}
+	}
+	waitRollout(t, c, 3*time.Minute, ro.Name, "to succeed after the kills", rolloutPhase(nmv1alpha1.RolloutSucceeded))
 	watch.done()
 	watch.assertAtMostOutOfService(t, 2)
 	watch.assertOneMaintenanceEach(t, nodes)
