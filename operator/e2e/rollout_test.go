@@ -90,6 +90,9 @@ func assertStepsRanOnDrainedNodes(t *testing.T, c *testcluster.Cluster, ns strin
 			if p.Spec.NodeName != row.Name {
 				t.Errorf("pod %s of the step of node %s ran on %q", p.Name, row.Name, p.Spec.NodeName)
 			}
+			if p.Status.StartTime == nil || p.Status.StartTime.Before(row.DrainedAt) || row.RestoredAt.Before(p.Status.StartTime) {
+				t.Errorf("pod %s of the step of node %s started at %v, not while the node was drained (%v to %v)", p.Name, row.Name, p.Status.StartTime, row.DrainedAt, row.RestoredAt)
+			}
 		}
 		if row.DrainedAt == nil || job.CreationTimestamp.Before(row.DrainedAt) {
 			t.Errorf("step Job of node %s created at %s, before the node was drained (%v)", row.Name, job.CreationTimestamp, row.DrainedAt)
@@ -240,8 +243,9 @@ func TestRolloutResumesAfterOperatorRestart(t *testing.T) {
 		return ro.Status.Done >= 1 && ro.Status.InProgress >= 1
 	})
 	restartOperatorNow(t, c)
-	waitRollout(t, c, 3*time.Minute, ro.Name, "to succeed after the restart", rolloutPhase(nmv1alpha1.RolloutSucceeded))
+	done := waitRollout(t, c, 3*time.Minute, ro.Name, "to succeed after the restart", rolloutPhase(nmv1alpha1.RolloutSucceeded))
 	watch.done()
+	assertSoaked(t, done, 2, time.Second)
 	watch.assertAtMostOutOfService(t, 2)
 	watch.assertOneMaintenanceEach(t, nodes)
 	assertRestoredAll(t, c, before)
@@ -275,10 +279,39 @@ func TestRolloutResumesAfterOperatorKilled(t *testing.T) {
 			t.Fatalf("restart %d of the operator: %v", i, err)
 		}
 	}
-	waitRollout(t, c, 3*time.Minute, ro.Name, "to succeed after the kills", rolloutPhase(nmv1alpha1.RolloutSucceeded))
+	done := waitRollout(t, c, 3*time.Minute, ro.Name, "to succeed after the kills", rolloutPhase(nmv1alpha1.RolloutSucceeded))
 	watch.done()
+	assertSoaked(t, done, 2, time.Second)
 	watch.assertAtMostOutOfService(t, 2)
 	watch.assertOneMaintenanceEach(t, nodes)
+	assertRestoredAll(t, c, before)
+}
+
+// A node held by someone else's NodeMaintenance counts toward
+// maxUnavailable and waits, its row naming that maintenance; it is taken
+// once that maintenance is gone.
+func TestRolloutWaitsForSomeoneElsesMaintenance(t *testing.T) {
+	c := testcluster.Get(t)
+	_, nodes, before := poolNodes(t, c, 3)
+	theirs := testcluster.UniqueName(t, "theirs")
+	createMaintenance(t, c, theirs, nodes[1], "someone else's")
+	waitPhase(t, c, theirs, nmv1beta1.MaintenanceSucceeded)
+	watch := watchService(t, c, nodes)
+	ro := newRollout(t, "others", nmv1alpha1.NodeMaintenanceRolloutSpec{NodeNames: nodes, MaxUnavailable: ptr.To(intstr.FromInt32(2))})
+	createRollout(t, c, ro)
+	waiting := waitRollout(t, c, 2*time.Minute, ro.Name, "to go past the held node", func(ro *nmv1alpha1.NodeMaintenanceRollout) bool {
+		return rowOf(ro, nodes[0]).State == nmv1alpha1.NodeDone && rowOf(ro, nodes[2]).State == nmv1alpha1.NodeDone
+	})
+	if row := rowOf(waiting, nodes[1]); row.State != nmv1alpha1.NodeWaiting || row.WaitingFor != theirs {
+		t.Errorf("row of the held node %s: %+v, want Waiting for %s", nodes[1], row, theirs)
+	}
+	if first, third := rowOf(waiting, nodes[0]), rowOf(waiting, nodes[2]); third.StartedAt.Before(first.FinishedAt) {
+		t.Errorf("node %s started at %s, before the first node's slot was free (%s): the held node did not count", nodes[2], third.StartedAt, first.FinishedAt)
+	}
+	deleteMaintenance(t, c, theirs)
+	waitRollout(t, c, 2*time.Minute, ro.Name, "to succeed", rolloutPhase(nmv1alpha1.RolloutSucceeded))
+	watch.done()
+	watch.assertAtMostOutOfService(t, 2)
 	assertRestoredAll(t, c, before)
 }
 
