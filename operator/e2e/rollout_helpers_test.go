@@ -63,7 +63,7 @@ func waitRollout(t *testing.T, c *testcluster.Cluster, timeout time.Duration, na
 			return false, err
 		}
 		if ro.Status.Phase == nmv1alpha1.RolloutHalted && what != "to halt" {
-			return false, fmt.Errorf("halted: %s", ro.Status.Message)
+			t.Fatalf("rollout %s halted while the test waited for it %s: %s", name, what, ro.Status.Message)
 		}
 		return cond(ro), nil
 	})
