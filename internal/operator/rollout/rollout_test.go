@@ -311,3 +311,89 @@ func TestPassesStartNoMoreThanMaxUnavailable(t *testing.T) {
 		t.Errorf("status %+v", st)
 	}
 }
+
+// A deleted rollout deletes its children and Jobs, keeps its finalizer
+// while a child is there, and lets go once none is.
+func TestFinalizeWaitsForTheChildren(t *testing.T) {
+	ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro", UID: "u1", Finalizers: []string{nmv1alpha1.RolloutFinalizer}}}
+	child, err := (&RolloutReconciler{Scheme: testScheme(t)}).newChild(ro, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro.Spec.Step = &nmv1alpha1.RolloutStep{Namespace: "ops"}
+	job, err := (&RolloutReconciler{Scheme: testScheme(t)}).newJob(ro, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ro, child, job).WithStatusSubresource(ro).Build()
+	if err := c.Delete(context.Background(), ro); err != nil {
+		t.Fatal(err)
+	}
+	r := &RolloutReconciler{Client: c, APIReader: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), Now: func() time.Time { return now }}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "ro"}}
+	res, err := r.Reconcile(context.Background(), req)
+	if err != nil || res.RequeueAfter == 0 {
+		t.Fatalf("first deletion pass: %v, %v; want a requeue while the child is there", res, err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "ro"}, &nmv1alpha1.NodeMaintenanceRollout{}); err != nil {
+		t.Fatalf("the rollout let go while its child was there: %v", err)
+	}
+	for _, obj := range []client.Object{child, job} {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err == nil {
+			t.Errorf("%T %s was not deleted", obj, obj.GetName())
+		}
+	}
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "ro"}, &nmv1alpha1.NodeMaintenanceRollout{}); err == nil {
+		t.Errorf("the rollout kept its finalizer once its children were gone")
+	}
+}
+
+// A pass resumes from the status alone: a row written Draining whose child
+// a crashed pass never created gets it (once), and a child that failed
+// halts the rollout with the next node left Waiting.
+func TestPassResumesFromStatusAndHalts(t *testing.T) {
+	ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro", UID: "u1", Finalizers: []string{nmv1alpha1.RolloutFinalizer}},
+		Spec: nmv1alpha1.NodeMaintenanceRolloutSpec{NodeNames: []string{"n1", "n2", "n3"}}}
+	ro.Status.Nodes = []nmv1alpha1.RolloutNode{
+		{Name: "n1", Wave: 1, State: nmv1alpha1.NodeDraining, Maintenance: "ro-n1", StartedAt: stamp(now)},
+		{Name: "n2", Wave: 2, State: nmv1alpha1.NodeWaiting},
+		{Name: "n3", Wave: 3, State: nmv1alpha1.NodeWaiting},
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ro, readyNode("n1"), readyNode("n2"), readyNode("n3")).WithStatusSubresource(ro, &nmv1beta1.NodeMaintenance{}).Build()
+	r := &RolloutReconciler{Client: c, APIReader: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), Now: func() time.Time { return now }}
+	pass := func() *nmv1alpha1.NodeMaintenanceRollout {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "ro"}}); err != nil {
+			t.Fatal(err)
+		}
+		got := &nmv1alpha1.NodeMaintenanceRollout{}
+		if err := c.Get(context.Background(), client.ObjectKey{Name: "ro"}, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	pass()
+	pass()
+	list := &nmv1beta1.NodeMaintenanceList{}
+	if err := c.List(context.Background(), list); err != nil || len(list.Items) != 1 || list.Items[0].Name != "ro-n1" {
+		t.Fatalf("children after two passes: %v %v, want ro-n1 alone", list.Items, err)
+	}
+	nm := &list.Items[0]
+	nm.Status.Phase, nm.Status.LastError = nmv1beta1.MaintenanceFailed, "the drain of node n1 timed out"
+	if err := c.Status().Update(context.Background(), nm); err != nil {
+		t.Fatal(err)
+	}
+	got := pass()
+	if got.Status.Phase != nmv1alpha1.RolloutHalted || !strings.Contains(got.Status.Message, "node n1 failed") || !strings.Contains(got.Status.Message, "timed out") {
+		t.Errorf("phase %s message %q, want Halted naming n1 and why", got.Status.Phase, got.Status.Message)
+	}
+	if got.Status.Nodes[1].State != nmv1alpha1.NodeWaiting || got.Status.Failed != 1 {
+		t.Errorf("after the halt: %+v", got.Status)
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "ro-n1"}, &nmv1beta1.NodeMaintenance{}); err != nil {
+		t.Errorf("the failed node's child was not left in place under Halt: %v", err)
+	}
+}
