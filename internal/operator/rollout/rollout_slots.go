@@ -104,7 +104,10 @@ func start(rows []nmv1alpha1.RolloutNode, obs map[string]observed, limit int, bl
 			fail(row, fmt.Sprintf("node %s no longer exists; it was not maintained", row.Name), now)
 		case o.foreign != "":
 			row.WaitingFor = o.foreign
-		case blocked || out >= limit:
+		case blocked || (out >= limit && !outOfService(*row, o)):
+			// A node out of service already (cordoned by hand, NotReady)
+			// is maintained even when the slots are taken: that takes
+			// nothing more out of service.
 			row.WaitingFor = ""
 		default:
 			row.WaitingFor = ""

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -74,7 +75,7 @@ func (r *RolloutReconciler) summarize(_ context.Context, s *scope) (ctrl.Result,
 	case s.ro.Spec.Paused:
 		setPhase(s, nmv1alpha1.RolloutPaused, fmt.Sprintf("paused: no new node starts; %d in progress, %d of %d done", st.InProgress, st.Done, st.Total))
 	default:
-		setPhase(s, nmv1alpha1.RolloutProgressing, progressMessage(st, s.maxUnavailable))
+		setPhase(s, nmv1alpha1.RolloutProgressing, progressMessage(st, s.maxUnavailable)+outsideMessage(st.Nodes, s.obs))
 	}
 	return ctrl.Result{}, nil
 }
@@ -88,6 +89,28 @@ func progressMessage(st *nmv1alpha1.NodeMaintenanceRolloutStatus, limit int) str
 		}
 	}
 	return msg
+}
+
+// outsideMessage names the nodes of the set out of service for a reason
+// other than this rollout (cordoned by hand, NotReady, a failed node kept
+// in maintenance): they count toward maxUnavailable, and a rollout that
+// waits for a slot waits for them.
+func outsideMessage(rows []nmv1alpha1.RolloutNode, obs map[string]observed) string {
+	var names []string
+	for _, row := range rows {
+		if !holdsSlot(row.State) && outOfService(row, obs[row.Name]) {
+			names = append(names, row.Name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	const shown = 5
+	list := strings.Join(names[:min(len(names), shown)], ", ")
+	if len(names) > shown {
+		list += fmt.Sprintf(" and %d more", len(names)-shown)
+	}
+	return fmt.Sprintf("; out of service outside this rollout, counted toward maxUnavailable: %s", list)
 }
 
 // setHalted halts the rollout, saying why.
