@@ -264,16 +264,3 @@ func assertRolloutNotStored(t *testing.T, c *testcluster.Cluster, name string) {
 		t.Errorf("%d NodeMaintenances of the refused rollout %s exist", len(children.Items), name)
 	}
 }
-
-// deleteRollout deletes the rollout and waits until it is gone.
-func deleteRollout(t *testing.T, c *testcluster.Cluster, name string) {
-	t.Helper()
-	r := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := c.Client.Delete(bg(), r); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatalf("delete NodeMaintenanceRollout %s: %v", name, err)
-	}
-	testcluster.WaitFor(t, phaseTimeout, "NodeMaintenanceRollout "+name+" to be gone", func(ctx context.Context) (bool, error) {
-		err := c.Client.Get(ctx, client.ObjectKey{Name: name}, r)
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	})
-}
