@@ -10,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
@@ -23,7 +26,9 @@ import (
 // with containerd beside kwok's fake nodes. The operator's evictions must
 // reach the containers as SIGTERM, and they must end within their grace
 // period; the node comes back exactly as it was. A fake node of the same
-// cluster is maintained as well, so kwok still manages the fake ones.
+// cluster is maintained as well, so kwok still manages the fake ones. Then a
+// rollout over the real node runs its step there: a real container, while
+// the node is drained.
 func TestRealNodeMaintenance(t *testing.T) {
 	c := testcluster.StartReal(t, "realnode", testcluster.Options{RealNodes: 1})
 	ctx, cancel := context.WithTimeout(bg(), 2*time.Minute)
@@ -44,6 +49,70 @@ func TestRealNodeMaintenance(t *testing.T) {
 
 	t.Run("real node", func(t *testing.T) { testRealNodeDrain(t, c, c.RealNodes[0]) })
 	t.Run("fake node beside it", func(t *testing.T) { testFakeNodeBesideRealOne(t, c) })
+	t.Run("rollout with a step on the real node", func(t *testing.T) { testRealNodeRolloutStep(t, c, c.RealNodes[0]) })
+}
+
+// testRealNodeRolloutStep rolls out over the real node with a step: the
+// step Job's container really runs there (it writes a line into a host
+// directory of that node) while the node is drained, and the rollout ends
+// Succeeded with the node restored exactly.
+func testRealNodeRolloutStep(t *testing.T, c *testcluster.Cluster, real *testcluster.RealNode) {
+	ns := c.Namespace(t)
+	stepDir := filepath.Join(real.HostDir, ns)
+	if err := os.MkdirAll(stepDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := getNode(t, c, real.Name)
+	ro := newRollout(t, "real", nmv1alpha1.NodeMaintenanceRolloutSpec{
+		NodeNames: []string{real.Name},
+		Reason:    "real node rollout e2e",
+		Drain:     &nmv1beta1.DrainPolicy{AllowLastSchedulableNode: true},
+		Step: &nmv1alpha1.RolloutStep{Namespace: ns, JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{
+					Name: "step", Image: testcluster.WaiterImage, ImagePullPolicy: corev1.PullNever,
+					Env: []corev1.EnvVar{
+						{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+						{Name: "ONCE", Value: "step ran on $(NODE_NAME)"},
+						{Name: "SIGNAL_LOG", Value: "/step/step.log"},
+					},
+					VolumeMounts: []corev1.VolumeMount{{Name: "step", MountPath: "/step"}},
+				}},
+				Volumes: []corev1.Volume{{Name: "step", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: stepDir}}}},
+			}},
+		}}},
+	})
+	createRollout(t, c, ro)
+	done := waitRollout(t, c, 3*time.Minute, ro.Name, "phase Succeeded", rolloutPhase(nmv1alpha1.RolloutSucceeded))
+	row := rowOf(done, real.Name)
+	if row.State != nmv1alpha1.NodeDone {
+		t.Fatalf("node %s: state %s (%s), want Done", real.Name, row.State, row.Reason)
+	}
+	b, err := os.ReadFile(filepath.Join(stepDir, "step.log"))
+	if err != nil {
+		t.Fatalf("the step's container left no line on node %s: %v", real.Name, err)
+	}
+	if !strings.Contains(string(b), "step ran on "+real.Name) {
+		t.Errorf("the step's line on node %s is %q, want it to name the node", real.Name, b)
+	}
+	// Its container ran while the node was drained, and ended well.
+	assertStepsRanOnDrainedNodes(t, c, ns, done)
+	pods := &corev1.PodList{}
+	if err := c.Client.List(bg(), pods, client.InNamespace(ns), client.MatchingLabels{"job-name": row.Job}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+				t.Errorf("step container of pod %s on %s: state %+v, want terminated with exit code 0", p.Name, p.Spec.NodeName, cs.State)
+			}
+		}
+	}
+	t.Logf("rollout over %s: drained %s, step done %s, restored %s; the step's line: %s", real.Name,
+		row.DrainedAt.Format(time.RFC3339), row.StepFinishedAt.Format(time.RFC3339), row.RestoredAt.Format(time.RFC3339), strings.TrimSpace(string(b)))
+	after := getNode(t, c, real.Name)
+	assertRestored(t, after)
+	assertNodeAsBefore(t, before, after)
 }
 
 func testRealNodeDrain(t *testing.T, c *testcluster.Cluster, real *testcluster.RealNode) {
