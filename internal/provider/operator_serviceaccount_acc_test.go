@@ -368,6 +368,9 @@ func notUsedInThisCycle(grant string, used map[string]bool) string {
 		return "an event repeated within minutes is patched into the earlier one"
 	case grant == "create core/namespaces":
 		return "the namespace of the node leases and the admission ledger is created only when the API server says it is missing (the first lease or admission of a cluster): a cycle on a cluster that has it already does not use it"
+	case resource == "batch/jobs" || strings.HasPrefix(resource, "nodemaintenance.io/nodemaintenancerollouts") ||
+		(resource == "nodemaintenance.medik8s.io/nodemaintenances" && (verb == "create" || verb == "delete")):
+		return "the NodeMaintenanceRollout controller: its children and step Jobs; this cycle runs no rollout (operator/e2e TestRollout* do)"
 	case verb == "create" && (resource == "authentication.k8s.io/tokenreviews" || resource == "authorization.k8s.io/subjectaccessreviews"):
 		return "--metrics-secure: the metrics endpoint checks each scraper's token and its right to get /metrics; this cycle does not scrape (operator/e2e TestSecureMetrics does)"
 	}

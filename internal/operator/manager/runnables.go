@@ -21,11 +21,12 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodepods"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/rollout"
 	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 )
 
-// addRunnables adds what the manager runs: the NodeMaintenance controller
-// and the memory release after its node cache synced (on the leader), and
+// addRunnables adds what the manager runs: the NodeMaintenance and
+// NodeMaintenanceRollout controllers and the memory release after its node cache synced (on the leader), and
 // on every replica the validating webhook once certsReady, and the health
 // and ready checks.
 // refuseBeyond is the --max-unavailable limit the webhook refuses creates
@@ -33,6 +34,9 @@ import (
 // them or there is no limit.
 func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, refuseBeyond *intstr.IntOrString, certsReady <-chan struct{}) error {
 	if err := addReconciler(ctx, mgr, cfg, o); err != nil {
+		return err
+	}
+	if err := addRolloutReconciler(mgr, o); err != nil {
 		return err
 	}
 	validating, err := addValidator(mgr, refuseBeyond, o.Controller.AllowForceDrain, certsReady)
@@ -68,6 +72,23 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up the NodeMaintenance controller: %w", err)
+	}
+	return nil
+}
+
+// addRolloutReconciler adds the NodeMaintenanceRollout controller, on the
+// leader as every controller: it creates and deletes the NodeMaintenances of
+// its nodes, which the NodeMaintenance controller maintains.
+func addRolloutReconciler(mgr ctrl.Manager, o Options) error {
+	reconciler := &rollout.RolloutReconciler{
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		Scheme:             mgr.GetScheme(),
+		Recorder:           mgr.GetEventRecorder("node-maintenance-rollout"),
+		SkipNameValidation: o.Controller.SkipNameValidation,
+	}
+	if err := reconciler.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the NodeMaintenanceRollout controller: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,108 @@
+package rollout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+)
+
+// childName is the name of the NodeMaintenance of node in rollout:
+// <rollout>-<node>, shortened with a hash when that is no valid name. It
+// is the same in every pass, so that a child created by a pass that
+// crashed before it could say so is found, never made twice.
+func childName(rollout, node string) string {
+	name := rollout + "-" + node
+	if len(validation.IsDNS1123Subdomain(name)) == 0 {
+		return name
+	}
+	return shortened(name, validation.DNS1123SubdomainMaxLength)
+}
+
+// jobName is the name of the step Job of node in rollout: a DNS label (the
+// Job controller puts it in its pods' job-name label), shortened with a
+// hash when needed.
+func jobName(rollout, node string) string {
+	name := rollout + "-" + node
+	if len(validation.IsDNS1123Label(name)) == 0 {
+		return name
+	}
+	return shortened(name, validation.DNS1123LabelMaxLength)
+}
+
+// shortened is name made a DNS label of at most limit characters: its
+// beginning, dots made dashes, and a hash of all of it.
+func shortened(name string, limit int) string {
+	sum := sha256.Sum256([]byte(name))
+	hash := hex.EncodeToString(sum[:])[:10]
+	prefix := strings.ReplaceAll(strings.ToLower(name), ".", "-")
+	if len(prefix) > limit-len(hash)-1 {
+		prefix = prefix[:limit-len(hash)-1]
+	}
+	prefix = strings.Trim(prefix, "-")
+	if prefix == "" {
+		return hash
+	}
+	return prefix + "-" + hash
+}
+
+// newChild is the NodeMaintenance of one node of the rollout.
+func (r *RolloutReconciler) newChild(ro *nmv1alpha1.NodeMaintenanceRollout, node string) (*nmv1beta1.NodeMaintenance, error) {
+	reason := ro.Spec.Reason
+	if reason == "" {
+		reason = "rollout " + ro.Name
+	}
+	nm := &nmv1beta1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: childName(ro.Name, node), Labels: map[string]string{nmv1alpha1.RolloutLabel: ro.Name}},
+		Spec:       nmv1beta1.NodeMaintenanceSpec{NodeName: node, Reason: reason, Drain: ro.Spec.Drain.DeepCopy()},
+	}
+	if err := controllerutil.SetControllerReference(ro, nm, r.Scheme); err != nil {
+		return nil, fmt.Errorf("own NodeMaintenance %s by rollout %s: %w", nm.Name, ro.Name, err)
+	}
+	return nm, nil
+}
+
+// ensureChild gets or creates the child of a Draining row. A create the API
+// server refuses (the webhook: the node's guards, --max-unavailable with
+// the Refuse policy, someone else's maintenance created meanwhile) fails
+// the node with the refusal; other errors are retried.
+func (r *RolloutReconciler) ensureChild(ctx context.Context, s *scope, row nmv1alpha1.RolloutNode, o observed) error {
+	if o.child != nil {
+		return nil
+	}
+	nm, err := r.newChild(s.ro, row.Name)
+	if err != nil {
+		return err
+	}
+	err = r.Client.Create(ctx, nm)
+	switch {
+	case err == nil, apierrors.IsAlreadyExists(err):
+		return nil
+	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		s.failures[row.Name] = fmt.Sprintf("the NodeMaintenance %s of node %s was refused: %v", nm.Name, row.Name, err)
+		return nil
+	}
+	return fmt.Errorf("create NodeMaintenance %s for node %s of rollout %s: %w", nm.Name, row.Name, s.ro.Name, err)
+}
+
+// deleteObject deletes a child or Job of the rollout, if it is still there.
+func (r *RolloutReconciler) deleteObject(ctx context.Context, obj client.Object) error {
+	if obj == nil || !obj.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	err := r.Client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}

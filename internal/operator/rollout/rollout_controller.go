@@ -1,0 +1,158 @@
+// Package rollout reconciles NodeMaintenanceRollouts: it maintains the nodes
+// of a set a few at a time, each through a child NodeMaintenance that it
+// creates and deletes (the NodeMaintenance controller does the lease, the
+// cordon, the drain and the exact restore), runs a step Job on each drained
+// node, soaks each restored node, and halts on failure.
+//
+// The semantics, decided for issue #28:
+//
+//   - The node set is resolved once, when status.nodes is empty: the nodes
+//     spec.nodeSelector matches, by name, or spec.nodeNames in order. A named
+//     node that does not exist, or a selector that matches none, halts the
+//     rollout before anything starts. Nodes that join later are not added.
+//     Each row gets its wave, index/maxUnavailable+1, with maxUnavailable as
+//     it was resolved then.
+//   - maxUnavailable (default 1) is a count or a percentage of the set,
+//     rounded down, at least 1 (validation.MaxUnavailableNodes). A node of
+//     the set is out of service when its row is Draining, StepRunning,
+//     Holding, Restoring or Soaking, or when it is unschedulable or NotReady,
+//     or a NodeMaintenance (ours, failed and held, or someone else's) holds
+//     it. The next Waiting row, in order, starts only while fewer than
+//     maxUnavailable nodes are out of service, and not while the rollout is
+//     paused, halted or deleted.
+//   - Every decision is taken from the rollout read live from the API
+//     server and the cluster, never from memory, and the status is written
+//     before what it decides is done: a row is written Draining, with its
+//     child's name, before the child is created; StepRunning before its Job
+//     is created; Restoring before its child is deleted. Children and Jobs
+//     have deterministic names (<rollout>-<node>, hash-shortened when too
+//     long), and are got-or-created, so a pass that crashed between the two
+//     finds them instead of making a second one, and a restarted operator
+//     never exceeds maxUnavailable.
+//   - A node held by a NodeMaintenance this rollout does not own stays
+//     Waiting, its row's waitingFor naming it, and is taken once it is gone.
+//   - Child Succeeded: DrainedAt, then the step Job (StepRunning) or the hold
+//     (Holding, until DrainedAt+holdFor). The Job completed: StepFinishedAt,
+//     the child is deleted (Restoring). The Job failed, or ran longer than
+//     step.timeout from its creation: the node failed. Child Failed: the node
+//     failed with the child's lastError.
+//   - Restoring ends when the child is gone and the node is Ready and
+//     schedulable (RestoredAt); Soaking then lasts soakFor; then Done. A node
+//     holds its slot until Done.
+//   - onFailure Halt (default): the rollout halts at the first failure; the
+//     failed node's child is left as it is (the node stays as its maintenance
+//     left it), the nodes in progress finish. onFailure Continue: the failed
+//     node's child (and Job) is deleted, so the node is restored, and the
+//     rollout halts once more than maxFailures (default 0) nodes failed.
+//   - paused starts no new node (phase Paused); in-progress nodes finish.
+//   - Succeeded: every row Done or Failed, and not halted.
+//   - Deletion: the finalizer deletes every child and Job and waits until the
+//     children are gone (their own finalizers restore the nodes).
+//
+// A pass is a list of phases run in order, as in the NodeMaintenance
+// controller. The files follow it: controller (types, Reconcile, the
+// pass), setup (watches), resolve (the node set), slots (maxUnavailable and
+// who starts), nodes (each row's state machine), children (the child
+// NodeMaintenances), step (the step Jobs), status (phase, counts,
+// conditions, events) and finalize (deletion).
+package rollout
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
+)
+
+// Event reasons of a rollout.
+const (
+	ReasonNodeStarted = "RolloutNodeStarted"
+	ReasonNodeDone    = "RolloutNodeDone"
+	ReasonNodeFailed  = "RolloutNodeFailed"
+	ReasonHalted      = "RolloutHalted"
+	ReasonCompleted   = "RolloutCompleted"
+)
+
+// conflictRetry is the retry after a write lost a race with another writer.
+const conflictRetry = 100 * time.Millisecond
+
+// RolloutReconciler reconciles NodeMaintenanceRollout objects.
+type RolloutReconciler struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads the rollout itself live, so that every decision is
+	// taken from the status last written, never from a stale cache.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	// SkipNameValidation allows several managers in one process (tests that
+	// restart the operator in-process).
+	SkipNameValidation bool
+	// Now is the clock, for tests.
+	Now func() time.Time
+}
+
+// The rollout is read live (get) and from the cache (list, watch, for the
+// Node watch's map); its finalizer is set with an update of the object; the
+// finalizers subresource lets its children and Jobs block its deletion.
+// Children are created and deleted here; the NodeMaintenance controller's
+// grants already cover list and watch. Jobs: only what the step needs.
+//
+// +kubebuilder:rbac:groups=nodemaintenance.io,resources=nodemaintenancerollouts,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=nodemaintenance.io,resources=nodemaintenancerollouts/status,verbs=update
+// +kubebuilder:rbac:groups=nodemaintenance.io,resources=nodemaintenancerollouts/finalizers,verbs=update
+// +kubebuilder:rbac:groups=nodemaintenance.medik8s.io,resources=nodemaintenances,verbs=create;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=create;get;list;watch;delete
+
+// Reconcile moves one rollout one bounded step forward.
+func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ro := &nmv1alpha1.NodeMaintenanceRollout{}
+	if err := r.APIReader.Get(ctx, req.NamespacedName, ro); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	s := &scope{ro: ro, status: ro.Status.DeepCopy(), old: ro.Status.DeepCopy(), now: r.now(), failures: map[string]string{}}
+	if !ro.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, s)
+	}
+	return runPhases(ctx, s, []phase{r.addFinalizer, r.resolve, r.observe, r.advanceRows, r.startNodes, r.summarize, r.writeStatus, r.act, r.emitEvents})
+}
+
+// addFinalizer comes first, written at once: no child may exist whose
+// rollout could be deleted without restoring it.
+func (r *RolloutReconciler) addFinalizer(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if controllerutil.ContainsFinalizer(s.ro, nmv1alpha1.RolloutFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	controllerutil.AddFinalizer(s.ro, nmv1alpha1.RolloutFinalizer)
+	if err := r.Client.Update(ctx, s.ro); err != nil {
+		return writeFailed(s, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *RolloutReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// writeFailed ends the pass after a failed write: soon again after a
+// conflict, at once when the rollout is gone, with the error otherwise.
+func writeFailed(s *scope, err error) (ctrl.Result, error) {
+	s.end()
+	switch {
+	case apierrors.IsConflict(err):
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case apierrors.IsNotFound(err):
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, err
+}
