@@ -3,8 +3,8 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,13 +21,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
+	rolloutvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1/validation"
 	nmvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 )
 
-// defaultRolloutMaxUnavailable is spec.maxUnavailable when it is not set
-// (the API's "Default 1"); the schema shows it so that the plan says what
-// the operator will do.
-const defaultRolloutMaxUnavailable = "1"
+// defaultRolloutMaxUnavailable is spec.maxUnavailable when it is not set;
+// the schema shows it so that the plan says what the operator will do.
+var defaultRolloutMaxUnavailable = strconv.Itoa(rolloutvalidation.DefaultMaxUnavailable)
 
 // rolloutResourceModel is the nodemaintenance_rollout resource.
 type rolloutResourceModel struct {
@@ -109,8 +109,8 @@ func (m rolloutSpecModel) spec(ctx context.Context) (nmv1alpha1.NodeMaintenanceR
 func known(v types.String) bool { return !v.IsNull() && !v.IsUnknown() }
 
 func maxUnavailableProblem(s string) string {
-	return fmt.Sprintf("max_unavailable %q is not a number of nodes (like \"3\") or a percentage of the rollout's nodes (like \"30%%\"). "+
-		"Use a count of at least 1, or a percentage: it is rounded down, and at least one node is maintained at a time.", s)
+	return fmt.Sprintf("max_unavailable %q is not a number of nodes (like \"3\") or a percentage of the rollout's nodes (like \"30%%\"): "+
+		"a count of at least 1, or a percentage from 1%% to 100%%, rounded down to at least one node.", s)
 }
 
 // specDuration is a duration attribute as a metav1.Duration, nil when unset.
@@ -151,15 +151,13 @@ func stepSpec(ctx context.Context, block types.Object) (*nmv1alpha1.RolloutStep,
 // parseJobTemplate reads job_template: a batch/v1 JobTemplateSpec (metadata
 // and spec, as under a CronJob's jobTemplate) in YAML or JSON. Unknown
 // fields are refused: a misspelt field would otherwise be dropped silently.
+// What the Job must hold (containers, a restart policy) is the API's rule,
+// checked by validRollout.
 func parseJobTemplate(s string) (batchv1.JobTemplateSpec, error) {
 	var t batchv1.JobTemplateSpec
 	if err := yaml.UnmarshalStrict([]byte(s), &t); err != nil {
 		return t, fmt.Errorf("job_template is not a batch/v1 JobTemplateSpec in YAML or JSON (metadata and spec, as under a CronJob's "+
 			"jobTemplate; for example yamlencode({ spec = { template = { spec = { containers = [...], restartPolicy = \"Never\" } } } })): %v", err)
-	}
-	if len(t.Spec.Template.Spec.Containers) == 0 {
-		return t, errors.New("job_template has no containers (spec.template.spec.containers is empty): the step's Job needs at least one, " +
-			"the command to run on each node")
 	}
 	return t, nil
 }

@@ -137,7 +137,6 @@ func TestParseJobTemplateSaysWhatIsWrong(t *testing.T) {
 		{"not YAML", "spec: [", "is not a batch/v1 JobTemplateSpec"},
 		{"misspelt field", "spec:\n  template:\n    spec:\n      contaners: []\n", `unknown field "contaners"`},
 		{"a whole Job", "apiVersion: batch/v1\nkind: Job\n" + busyboxTemplate, `unknown field "apiVersion"`},
-		{"no container", "spec:\n  template:\n    spec:\n      restartPolicy: Never\n", "has no containers"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseJobTemplate(tt.in)
@@ -161,7 +160,7 @@ func TestRolloutValidatorsRefuseBadInput(t *testing.T) {
 			t.Errorf("%T(%q): %v, want ok=%v", v, in, resp.Diagnostics, ok)
 		}
 	}
-	for in, ok := range map[string]bool{"1": true, "3": true, "30%": true, "100%": true, "0": false, "0%": false, "101%": false, "-1": false, "x": false} {
+	for in, ok := range map[string]bool{"1": true, "3": true, "30%": true, "-1": false, "x": false} {
 		check(rolloutMaxUnavailable{}, in, ok)
 	}
 	for in, ok := range map[string]bool{"pool=blue": true, "pool in (a,b),zone!=c": true, "": false, "pool in (a": false} {
@@ -172,7 +171,50 @@ func TestRolloutValidatorsRefuseBadInput(t *testing.T) {
 	}
 	check(positiveDuration{}, "0s", false)
 	check(jobTemplate{}, busyboxTemplate, true)
-	check(jobTemplate{}, "spec: {}", false)
+	check(jobTemplate{}, "spec: [", false)
+}
+
+// The API's own rules (the webhook's), in the resource's names, on the
+// attribute they are about; the ones an attribute checks itself are left
+// to it.
+func TestRolloutProblemsAreTheWebhooksInTerraformNames(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name   string
+		change func(*rolloutSpecModel)
+		at     string
+		want   string
+	}{
+		{"zero", func(m *rolloutSpecModel) { m.MaxUnavailable = types.StringValue("0") }, "max_unavailable", "max_unavailable 0 must be at least 1"},
+		{"over 100%", func(m *rolloutSpecModel) { m.MaxUnavailable = types.StringValue("150%") }, "max_unavailable", "between 1% and 100%"},
+		{"max_failures with Halt", func(m *rolloutSpecModel) { m.OnFailure = types.StringValue("Halt") }, "max_failures", "max_failures 2 has no effect with onFailure Halt"},
+		{"no container", func(m *rolloutSpecModel) {
+			m.Step, _ = types.ObjectValue(stepAttrTypes, map[string]attr.Value{"namespace": types.StringValue("ops"),
+				"job_template": types.StringValue("spec:\n  template:\n    spec:\n      restartPolicy: Never\n"), "timeout": types.StringNull()})
+		}, "step.job_template", "step.job_template.spec.template.spec.containers is empty"},
+		{"negative hold_for: its own validator says so", func(m *rolloutSpecModel) { m.HoldFor = types.StringValue("-1s") }, "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := fullRolloutSpec(t)
+			tt.change(&m)
+			spec, diags := m.spec(ctx)
+			mustOK(t, diags)
+			got := rolloutProblems(spec)
+			if tt.want == "" {
+				if got.HasError() {
+					t.Errorf("problems %v, want none", got)
+				}
+				return
+			}
+			if got.ErrorsCount() != 1 {
+				t.Fatalf("problems %v, want one", got)
+			}
+			d := got.Errors()[0].(diag.DiagnosticWithPath)
+			if !d.Path().Equal(attributePath(tt.at)) || !strings.Contains(d.Detail(), tt.want) {
+				t.Errorf("problem at %s: %s\nwant at %s: %s", d.Path(), d.Detail(), tt.at, tt.want)
+			}
+		})
+	}
 }
 
 func rolloutWith(phase nmv1alpha1.RolloutPhase, rows ...nmv1alpha1.RolloutNode) *rollout {

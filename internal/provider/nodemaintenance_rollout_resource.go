@@ -46,7 +46,7 @@ func (r *RolloutResource) Configure(_ context.Context, req resource.ConfigureReq
 
 // ConfigValidators of the nodemaintenance_rollout resource.
 func (r *RolloutResource) ConfigValidators(context.Context) []resource.ConfigValidator {
-	return []resource.ConfigValidator{positiveTimeouts{"create", "update", "delete"}, validDrain{}}
+	return []resource.ConfigValidator{positiveTimeouts{"create", "update", "delete"}, validDrain{}, validRollout{}}
 }
 
 // ModifyPlan shows, for a rollout about to be created, its node set, its

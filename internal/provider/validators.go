@@ -2,9 +2,7 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -279,12 +277,12 @@ func (labelSelector) ValidateString(_ context.Context, req validator.StringReque
 	}
 }
 
-// rolloutMaxUnavailable accepts a rollout's max_unavailable: a count of at
-// least 1 or a percentage from 1% to 100%.
+// rolloutMaxUnavailable accepts what reads as a rollout's max_unavailable: a
+// count or a percentage. Its bounds are the API's rule (validRollout).
 type rolloutMaxUnavailable struct{}
 
 func (rolloutMaxUnavailable) Description(context.Context) string {
-	return "must be a number of nodes of at least 1 (3) or a percentage of the set from 1% to 100% (30%)"
+	return "must be a number of nodes (3) or a percentage of the set (30%)"
 }
 
 func (v rolloutMaxUnavailable) MarkdownDescription(ctx context.Context) string {
@@ -295,20 +293,8 @@ func (rolloutMaxUnavailable) ValidateString(_ context.Context, req validator.Str
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	s := req.ConfigValue.ValueString()
-	v, err := nmvalidation.ParseMaxUnavailable(s)
-	if err == nil {
-		pct, isPct := strings.CutSuffix(s, "%")
-		n, convErr := strconv.Atoi(pct)
-		switch {
-		case !isPct && v.IntValue() < 1:
-			err = errors.New("a count must be at least 1")
-		case isPct && (convErr != nil || n < 1 || n > 100):
-			err = errors.New("a percentage must be from 1% to 100%")
-		}
-	}
-	if err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Max Unavailable", maxUnavailableProblem(s))
+	if _, err := nmvalidation.ParseMaxUnavailable(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Max Unavailable", maxUnavailableProblem(req.ConfigValue.ValueString()))
 	}
 }
 
@@ -316,7 +302,7 @@ func (rolloutMaxUnavailable) ValidateString(_ context.Context, req validator.Str
 type jobTemplate struct{}
 
 func (jobTemplate) Description(context.Context) string {
-	return "must be a batch/v1 JobTemplateSpec in YAML or JSON with at least one container"
+	return "must be a batch/v1 JobTemplateSpec in YAML or JSON"
 }
 
 func (v jobTemplate) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
