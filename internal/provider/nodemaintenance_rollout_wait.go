@@ -135,15 +135,17 @@ func failedNodes(r *rollout) string {
 		if reason == "" {
 			reason = "no reason recorded"
 		}
-		fmt.Fprintf(&b, "): %s\n", reason)
+		fmt.Fprintf(&b, "): %s\n", terraformNames(reason))
 	}
 	return b.String()
 }
 
-// haltedDetail explains a Halted rollout found by op (create or update).
+// haltedDetail explains a Halted rollout found by op (create or update), in
+// the resource's names (the operator words spec.drain.timeout, not
+// drain.timeout).
 func haltedDetail(r *rollout, op string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "NodeMaintenanceRollout %q halted after %d of %d nodes: %s\n\n", r.Name, r.Status.Done, r.Status.Total, orNone(r.Status.Message))
+	fmt.Fprintf(&b, "NodeMaintenanceRollout %q halted after %d of %d nodes: %s\n\n", r.Name, r.Status.Done, r.Status.Total, terraformNames(orNone(r.Status.Message)))
 	if failed := failedNodes(r); failed != "" {
 		b.WriteString("Failed nodes:\n" + failed + "\n")
 	}
