@@ -65,7 +65,7 @@ func (d *RolloutDataSource) Read(ctx context.Context, req datasource.ReadRequest
 				fmt.Sprintf("There is no NodeMaintenanceRollout %q in the cluster at %s. List them with `kubectl get nmr`.", name, d.clients.cluster))
 			return
 		}
-		d.clients.apiError(&resp.Diagnostics, "Cannot Read NodeMaintenanceRollout", fmt.Sprintf("Reading NodeMaintenanceRollout %q", name), err)
+		d.clients.rolloutAPIError(&resp.Diagnostics, "Cannot Read NodeMaintenanceRollout", fmt.Sprintf("Reading NodeMaintenanceRollout %q", name), err)
 		return
 	}
 	m.ID = types.StringValue(obj.Name)

@@ -15,7 +15,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
@@ -357,5 +359,17 @@ func TestRolloutStatusReadsEveryRow(t *testing.T) {
 	if row["started_at"].(types.String).ValueString() != "2026-12-05T14:00:00Z" || row["drained_at"].(types.String).ValueString() != "" ||
 		row["wave"].(types.Int64).ValueInt64() != 1 {
 		t.Errorf("row %v", row)
+	}
+}
+
+// An operator without rollouts is named as the cause, not the NodeMaintenance CRD.
+func TestRolloutAPIErrorNamesTheRolloutCRD(t *testing.T) {
+	c := &clients{cluster: "https://127.0.0.1:6443"}
+	var diags diag.Diagnostics
+	err := &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: nmv1alpha1.Group, Kind: nmv1alpha1.RolloutKind}, SearchedVersions: []string{"v1alpha1"}}
+	c.rolloutAPIError(&diags, "Cannot Create NodeMaintenanceRollout", `Creating NodeMaintenanceRollout "x"`, err)
+	if diags.ErrorsCount() != 1 || diags.Errors()[0].Summary() != "NodeMaintenanceRollout CRD Not Installed" ||
+		!strings.Contains(diags.Errors()[0].Detail(), nmv1alpha1.RolloutCRDName) {
+		t.Errorf("diagnostics %v", diags)
 	}
 }

@@ -108,7 +108,7 @@ func (r *RolloutResource) Create(ctx context.Context, req resource.CreateRequest
 	}
 	obj := &rollout{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
 	if err := r.clients.kube.Create(ctx, obj); err != nil {
-		r.clients.apiError(&resp.Diagnostics, "Cannot Create NodeMaintenanceRollout", fmt.Sprintf("Creating NodeMaintenanceRollout %q", name), err)
+		r.clients.rolloutAPIError(&resp.Diagnostics, "Cannot Create NodeMaintenanceRollout", fmt.Sprintf("Creating NodeMaintenanceRollout %q", name), err)
 		return
 	}
 	tflog.Info(ctx, fmt.Sprintf("NodeMaintenanceRollout %s created; waiting up to %s for it to %s", name, timeout, goal(spec.Paused)))
@@ -186,7 +186,7 @@ func (r *RolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 			resp.State.RemoveResource(ctx)
 			return
 		}
-		r.clients.apiError(&resp.Diagnostics, "Cannot Read NodeMaintenanceRollout", fmt.Sprintf("Reading NodeMaintenanceRollout %q", name), err)
+		r.clients.rolloutAPIError(&resp.Diagnostics, "Cannot Read NodeMaintenanceRollout", fmt.Sprintf("Reading NodeMaintenanceRollout %q", name), err)
 		return
 	}
 	state.Name = types.StringValue(obj.Name)
@@ -213,7 +213,7 @@ func (r *RolloutResource) Update(ctx context.Context, req resource.UpdateRequest
 		err = r.clients.kube.Patch(ctx, &rollout{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch("application/merge-patch+json", patch))
 	}
 	if err != nil {
-		r.clients.apiError(&resp.Diagnostics, "Cannot Update NodeMaintenanceRollout", fmt.Sprintf("Updating NodeMaintenanceRollout %q", name), err)
+		r.clients.rolloutAPIError(&resp.Diagnostics, "Cannot Update NodeMaintenanceRollout", fmt.Sprintf("Updating NodeMaintenanceRollout %q", name), err)
 		return
 	}
 	plan.ID = state.ID
@@ -261,7 +261,7 @@ func (r *RolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 		return
 	}
 	if err != nil {
-		r.clients.apiError(&resp.Diagnostics, "Cannot Delete NodeMaintenanceRollout", fmt.Sprintf("Deleting NodeMaintenanceRollout %q", name), err)
+		r.clients.rolloutAPIError(&resp.Diagnostics, "Cannot Delete NodeMaintenanceRollout", fmt.Sprintf("Deleting NodeMaintenanceRollout %q", name), err)
 		return
 	}
 	tflog.Info(ctx, fmt.Sprintf("NodeMaintenanceRollout %s deleted; waiting up to %s for its nodes to be restored", name, timeout))
@@ -292,4 +292,22 @@ func (r *RolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 func (r *RolloutResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+}
+
+// rolloutAPIError is apiError for a request about a rollout: a cluster
+// whose operator predates rollouts, and RBAC without them, get their own
+// advice.
+func (c *clients) rolloutAPIError(diags *diag.Diagnostics, summary, what string, err error) {
+	switch {
+	case isNoMatch(err):
+		diags.AddError("NodeMaintenanceRollout CRD Not Installed", fmt.Sprintf(
+			"%s failed: the cluster at %s does not serve %s: %v\n\nInstall or upgrade the node-maintenance operator to a version "+
+				"with rollouts: it installs this CRD beside the NodeMaintenance one (see the provider documentation).", what, c.cluster, nmv1alpha1.RolloutCRDName, err))
+	case apierrors.IsForbidden(err) && !isAdmissionDenial(err):
+		diags.AddError("Not Allowed by Kubernetes RBAC", fmt.Sprintf(
+			"%s failed: %v\n\nThe provider's identity needs get, list, watch, create, patch and delete on %s, and list on nodes "+
+				"for the plan.", what, err, nmv1alpha1.RolloutCRDName))
+	default:
+		c.apiError(diags, summary, what, err)
+	}
 }
