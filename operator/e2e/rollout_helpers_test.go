@@ -63,7 +63,7 @@ func waitRollout(t *testing.T, c *testcluster.Cluster, timeout time.Duration, na
 			return false, err
 		}
 		if ro.Status.Phase == nmv1alpha1.RolloutHalted && what != "to halt" {
-			return false, fmt.Errorf("halted: %s", ro.Status.Message)
+			t.Fatalf("rollout %s halted while the test waited for it %s: %s", name, what, ro.Status.Message)
 		}
 		return cond(ro), nil
 	})
@@ -150,7 +150,9 @@ func (w *serviceWatch) run(ctx context.Context, nodes, nms watch.Interface) {
 				return
 			}
 			if n, isNode := ev.Object.(*corev1.Node); isNode && w.set[n.Name] {
-				w.record(func() { w.down[n.Name] = ev.Type != watch.Deleted && (n.Spec.Unschedulable || !validation.NodeReady(n)) }, "node "+n.Name)
+				w.record(func() {
+					w.down[n.Name] = ev.Type != watch.Deleted && (n.Spec.Unschedulable || !validation.NodeReady(n))
+				}, "node "+n.Name)
 			}
 		case ev, ok := <-nms.ResultChan():
 			if !ok {

@@ -4,6 +4,7 @@ package e2e
 // time through child NodeMaintenances, with a step Job on each drained node.
 
 import (
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"testing"
@@ -88,6 +89,9 @@ func assertStepsRanOnDrainedNodes(t *testing.T, c *testcluster.Cluster, ns strin
 		for _, p := range pods.Items {
 			if p.Spec.NodeName != row.Name {
 				t.Errorf("pod %s of the step of node %s ran on %q", p.Name, row.Name, p.Spec.NodeName)
+			}
+			if p.Status.StartTime == nil || p.Status.StartTime.Before(row.DrainedAt) || row.RestoredAt.Before(p.Status.StartTime) {
+				t.Errorf("pod %s of the step of node %s started at %v, not while the node was drained (%v to %v)", p.Name, row.Name, p.Status.StartTime, row.DrainedAt, row.RestoredAt)
 			}
 		}
 		if row.DrainedAt == nil || job.CreationTimestamp.Before(row.DrainedAt) {
@@ -239,10 +243,75 @@ func TestRolloutResumesAfterOperatorRestart(t *testing.T) {
 		return ro.Status.Done >= 1 && ro.Status.InProgress >= 1
 	})
 	restartOperatorNow(t, c)
-	waitRollout(t, c, 3*time.Minute, ro.Name, "to succeed after the restart", rolloutPhase(nmv1alpha1.RolloutSucceeded))
+	done := waitRollout(t, c, 3*time.Minute, ro.Name, "to succeed after the restart", rolloutPhase(nmv1alpha1.RolloutSucceeded))
 	watch.done()
+	assertSoaked(t, done, 2, time.Second)
 	watch.assertAtMostOutOfService(t, 2)
 	watch.assertOneMaintenanceEach(t, nodes)
+	assertRestoredAll(t, c, before)
+}
+
+// The operator binary SIGKILLed three times at random points of a rollout
+// and started again each time: the rollout resumes from its status, no node
+// is maintained twice, maxUnavailable is never exceeded.
+func TestRolloutResumesAfterOperatorKilled(t *testing.T) {
+	c := testcluster.Get(t)
+	pool, nodes, before := poolNodes(t, c, 6)
+	p := runOperatorProcess(t, c)
+	watch := watchService(t, c, nodes)
+	ro := newRollout(t, "killed", nmv1alpha1.NodeMaintenanceRolloutSpec{
+		NodeSelector:   &metav1.LabelSelector{MatchLabels: pool.Selector()},
+		MaxUnavailable: ptr.To(intstr.FromInt32(2)),
+		HoldFor:        &metav1.Duration{Duration: 3 * time.Second},
+		SoakFor:        &metav1.Duration{Duration: time.Second},
+	})
+	createRollout(t, c, ro)
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	t.Logf("kill points from seed %d", seed)
+	for i := 1; i <= 3; i++ {
+		time.Sleep(time.Duration(rng.Int64N(int64(3 * time.Second)))) // a kill point, not an assertion
+		if got := getRollout(t, c, ro.Name); got.Status.Phase == nmv1alpha1.RolloutSucceeded {
+			t.Fatalf("the rollout ended before kill %d: the scenario must be slower", i)
+		}
+		p.Kill()
+		if err := p.Start(c, processFlags...); err != nil {
+			t.Fatalf("restart %d of the operator: %v", i, err)
+		}
+	}
+	done := waitRollout(t, c, 3*time.Minute, ro.Name, "to succeed after the kills", rolloutPhase(nmv1alpha1.RolloutSucceeded))
+	watch.done()
+	assertSoaked(t, done, 2, time.Second)
+	watch.assertAtMostOutOfService(t, 2)
+	watch.assertOneMaintenanceEach(t, nodes)
+	assertRestoredAll(t, c, before)
+}
+
+// A node held by someone else's NodeMaintenance counts toward
+// maxUnavailable and waits, its row naming that maintenance; it is taken
+// once that maintenance is gone.
+func TestRolloutWaitsForSomeoneElsesMaintenance(t *testing.T) {
+	c := testcluster.Get(t)
+	_, nodes, before := poolNodes(t, c, 3)
+	theirs := testcluster.UniqueName(t, "theirs")
+	createMaintenance(t, c, theirs, nodes[1], "someone else's")
+	waitPhase(t, c, theirs, nmv1beta1.MaintenanceSucceeded)
+	watch := watchService(t, c, nodes)
+	ro := newRollout(t, "others", nmv1alpha1.NodeMaintenanceRolloutSpec{NodeNames: nodes, MaxUnavailable: ptr.To(intstr.FromInt32(2))})
+	createRollout(t, c, ro)
+	waiting := waitRollout(t, c, 2*time.Minute, ro.Name, "to go past the held node", func(ro *nmv1alpha1.NodeMaintenanceRollout) bool {
+		return rowOf(ro, nodes[0]).State == nmv1alpha1.NodeDone && rowOf(ro, nodes[2]).State == nmv1alpha1.NodeDone
+	})
+	if row := rowOf(waiting, nodes[1]); row.State != nmv1alpha1.NodeWaiting || row.WaitingFor != theirs {
+		t.Errorf("row of the held node %s: %+v, want Waiting for %s", nodes[1], row, theirs)
+	}
+	if first, third := rowOf(waiting, nodes[0]), rowOf(waiting, nodes[2]); third.StartedAt.Before(first.FinishedAt) {
+		t.Errorf("node %s started at %s, before the first node's slot was free (%s): the held node did not count", nodes[2], third.StartedAt, first.FinishedAt)
+	}
+	deleteMaintenance(t, c, theirs)
+	waitRollout(t, c, 2*time.Minute, ro.Name, "to succeed", rolloutPhase(nmv1alpha1.RolloutSucceeded))
+	watch.done()
+	watch.assertAtMostOutOfService(t, 2)
 	assertRestoredAll(t, c, before)
 }
 

@@ -51,10 +51,12 @@
 //
 // A pass is a list of phases run in order, as in the NodeMaintenance
 // controller. The files follow it: controller (types, Reconcile, the
-// pass), setup (watches), resolve (the node set), slots (maxUnavailable and
-// who starts), nodes (each row's state machine), children (the child
-// NodeMaintenances), step (the step Jobs), status (phase, counts,
-// conditions, events) and finalize (deletion).
+// pass), phases (the scope and the runner), setup (watches), resolve (the
+// node set), slots (maxUnavailable and who starts), nodes (what the cluster
+// says, and each row's state machine), children (the child
+// NodeMaintenances), step (the step Jobs), act (what a written status asks
+// for), status (phase, counts, conditions, the write, events) and finalize
+// (deletion).
 package rollout
 
 import (

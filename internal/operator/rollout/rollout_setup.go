@@ -7,13 +7,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 )
 
 // SetupWithManager registers the controller and its watches: the rollouts,
@@ -28,7 +32,7 @@ func (r *RolloutReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&nmv1alpha1.NodeMaintenanceRollout{}).
 		Owns(&nmv1beta1.NodeMaintenance{}).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(rolloutOfJob)).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfNode)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfNode), builder.WithPredicates(serviceChanges)).
 		WithOptions(controller.Options{SkipNameValidation: &r.SkipNameValidation}).
 		Complete(r)
 }
@@ -64,4 +68,18 @@ func (r *RolloutReconciler) rolloutsOfNode(ctx context.Context, o client.Object)
 		}
 	}
 	return reqs
+}
+
+// serviceChanges lets through the node events a rollout decides on: a node
+// that appears, goes, or changes whether it is in service (cordoned,
+// Ready). Heartbeats and the rest of a node's status are left out.
+var serviceChanges = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, oldOK := e.ObjectOld.(*corev1.Node)
+		cur, curOK := e.ObjectNew.(*corev1.Node)
+		if !oldOK || !curOK {
+			return true
+		}
+		return old.Spec.Unschedulable != cur.Spec.Unschedulable || validation.NodeReady(old) != validation.NodeReady(cur)
+	},
 }
