@@ -97,7 +97,8 @@ func nodeRow(i int, field string, check knownvalue.Check) statecheck.StateCheck 
 
 // A rollout of three nodes by label, two at a time, with a step Job: apply
 // waits for Succeeded and every node is restored; the plan after it is
-// empty; the data source reads it; import matches; destroy deletes it.
+// empty; the data source reads it; import matches; deleted behind
+// Terraform's back it is created again; destroy deletes it.
 func TestAccRolloutLifecycle(t *testing.T) {
 	eachCLI(t, func(t *testing.T, c *testcluster.Cluster) {
 		ns := c.Namespace(t)
@@ -144,8 +145,27 @@ func TestAccRolloutLifecycle(t *testing.T) {
 					// as they mean the same).
 					ImportStateVerifyIgnore: []string{"timeouts", "step.job_template", "step.timeout"},
 				},
+				{
+					// Deleted behind Terraform's back: drift, created again.
+					PreConfig: func() { deleteRolloutAndWait(t, c, name) },
+					Config:    config,
+					ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction("nodemaintenance_rollout.this", plancheck.ResourceActionCreate),
+					}},
+					ConfigStateChecks: []statecheck.StateCheck{phaseIs("Succeeded")},
+				},
 			},
 		})
+	})
+}
+
+func deleteRolloutAndWait(t *testing.T, c *testcluster.Cluster, name string) {
+	if err := c.Client.Delete(context.Background(), &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metaName(name)}); err != nil {
+		t.Fatalf("delete rollout %s: %v", name, err)
+	}
+	testcluster.WaitFor(t, time.Minute, "rollout "+name+" gone", func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &nmv1alpha1.NodeMaintenanceRollout{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 }
 
@@ -169,7 +189,8 @@ func stepJobsRan(c *testcluster.Cluster, ns, rollout string, nodes []string) res
 // Pause in place: created paused, the apply waits only for the node set;
 // resumed behind Terraform's back, a rollout that is still running (each
 // node held 15s) is paused by an update in place, which waits for Paused;
-// unpaused, the update waits for Succeeded. Destroy restores every node.
+// unpaused with a larger max_unavailable, the update in place waits for
+// Succeeded. Destroy restores every node.
 func TestAccRolloutPauseInPlace(t *testing.T) {
 	eachCLI(t, func(t *testing.T, c *testcluster.Cluster) {
 		pool := c.NewPool(t)
@@ -178,16 +199,16 @@ func TestAccRolloutPauseInPlace(t *testing.T) {
 			nodes = append(nodes, pool.AddNode(t, "").Name)
 		}
 		name := testcluster.UniqueName(t, "pause")
-		config := func(paused bool) string {
+		config := func(paused bool, maxUnavailable int) string {
 			return rolloutConfig(c, name, fmt.Sprintf("node_names = [%q, %q, %q]", nodes[0], nodes[1], nodes[2]),
-				`hold_for = "15s"`, fmt.Sprintf("paused = %v", paused))
+				`hold_for = "15s"`, fmt.Sprintf("paused = %v", paused), fmt.Sprintf("max_unavailable = \"%d\"", maxUnavailable))
 		}
 		resource.Test(t, resource.TestCase{
 			ProtoV6ProviderFactories: providerFactories,
 			CheckDestroy:             rolloutGone(c, name, nodes...),
 			Steps: []resource.TestStep{
 				{
-					Config: config(true),
+					Config: config(true, 1),
 					ConfigStateChecks: []statecheck.StateCheck{
 						phaseIs("Paused"),
 						statecheck.ExpectKnownValue("nodemaintenance_rollout.this", tfjsonpath.New("total"), knownvalue.Int64Exact(3)),
@@ -197,7 +218,7 @@ func TestAccRolloutPauseInPlace(t *testing.T) {
 				},
 				{
 					PreConfig: func() { resumeUntilHolding(t, c, name, nodes[0]) },
-					Config:    config(true),
+					Config:    config(true, 1),
 					ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 						plancheck.ExpectResourceAction("nodemaintenance_rollout.this", plancheck.ResourceActionUpdate),
 					}},
@@ -207,7 +228,8 @@ func TestAccRolloutPauseInPlace(t *testing.T) {
 					},
 				},
 				{
-					Config: config(false),
+					// Resumed with room for both nodes left: in place too.
+					Config: config(false, 2),
 					ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 						plancheck.ExpectResourceAction("nodemaintenance_rollout.this", plancheck.ResourceActionUpdate),
 					}},
@@ -215,7 +237,16 @@ func TestAccRolloutPauseInPlace(t *testing.T) {
 						phaseIs("Succeeded"),
 						statecheck.ExpectKnownValue("nodemaintenance_rollout.this", tfjsonpath.New("done"), knownvalue.Int64Exact(3)),
 					},
-					Check: allSchedulable(c, nodes...),
+					Check: resource.ComposeTestCheckFunc(allSchedulable(c, nodes...), func(*terraform.State) error {
+						ro := &nmv1alpha1.NodeMaintenanceRollout{}
+						if err := c.Client.Get(context.Background(), client.ObjectKey{Name: name}, ro); err != nil {
+							return err
+						}
+						if ro.Spec.MaxUnavailable == nil || ro.Spec.MaxUnavailable.String() != "2" {
+							return fmt.Errorf("spec.maxUnavailable %v, want 2", ro.Spec.MaxUnavailable)
+						}
+						return nil
+					}),
 				},
 			},
 		})
