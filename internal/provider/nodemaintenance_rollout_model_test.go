@@ -201,7 +201,7 @@ func TestRolloutProblemsAreTheWebhooksInTerraformNames(t *testing.T) {
 			tt.change(&m)
 			spec, diags := m.spec(ctx)
 			mustOK(t, diags)
-			got := rolloutProblems(spec)
+			got := rolloutProblems(spec, false)
 			if tt.want == "" {
 				if got.HasError() {
 					t.Errorf("problems %v, want none", got)
@@ -359,6 +359,24 @@ func TestRolloutStatusReadsEveryRow(t *testing.T) {
 	if row["started_at"].(types.String).ValueString() != "2026-12-05T14:00:00Z" || row["drained_at"].(types.String).ValueString() != "" ||
 		row["wave"].(types.Int64).ValueInt64() != 1 {
 		t.Errorf("row %v", row)
+	}
+}
+
+// A template from another resource is checked at apply, not refused as empty.
+func TestRolloutProblemsWaitForAnUnknownTemplate(t *testing.T) {
+	ctx := context.Background()
+	m := fullRolloutSpec(t)
+	step, diags := types.ObjectValue(stepAttrTypes, map[string]attr.Value{
+		"namespace": types.StringValue("ops"), "job_template": types.StringUnknown(), "timeout": types.StringNull()})
+	mustOK(t, diags)
+	m.Step = step
+	spec, diags := m.spec(ctx)
+	mustOK(t, diags)
+	if !unknownTemplate(ctx, m.Step) {
+		t.Fatal("the template is unknown")
+	}
+	if got := rolloutProblems(spec, true); got.HasError() {
+		t.Errorf("problems %v, want none until the template is known", got)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 	rolloutvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1/validation"
@@ -78,12 +79,26 @@ func (validRollout) ValidateResource(ctx context.Context, req resource.ValidateC
 	if diags.HasError() {
 		return // the attributes' validators say what is wrong
 	}
-	resp.Diagnostics.Append(rolloutProblems(spec)...)
+	resp.Diagnostics.Append(rolloutProblems(spec, unknownTemplate(ctx, m.Step))...)
+}
+
+// unknownTemplate tells whether the step's job_template is not known yet
+// (it comes from another resource): the Job cannot be checked until apply.
+func unknownTemplate(ctx context.Context, step types.Object) bool {
+	if step.IsUnknown() {
+		return true
+	}
+	if step.IsNull() {
+		return false
+	}
+	var m stepModel
+	return !step.As(ctx, &m, basetypes.ObjectAsOptions{}).HasError() && m.JobTemplate.IsUnknown()
 }
 
 // rolloutProblems are the problems ValidateRollout finds that no attribute
-// validator reports, each on its attribute, in the attributes' names.
-func rolloutProblems(spec nmv1alpha1.NodeMaintenanceRolloutSpec) diag.Diagnostics {
+// validator reports, each on its attribute, in the attributes' names; with
+// templateUnknown, none about the step's Job.
+func rolloutProblems(spec nmv1alpha1.NodeMaintenanceRolloutSpec, templateUnknown bool) diag.Diagnostics {
 	var diags diag.Diagnostics
 	err := rolloutvalidation.ValidateRollout(&rollout{Spec: spec}, true)
 	var problems rolloutvalidation.Problems
@@ -92,7 +107,7 @@ func rolloutProblems(spec nmv1alpha1.NodeMaintenanceRolloutSpec) diag.Diagnostic
 	}
 	for _, p := range problems {
 		name, checked := rolloutAttribute(p)
-		if name == "" || checked {
+		if name == "" || checked || (templateUnknown && name == "step.job_template") {
 			continue
 		}
 		diags.AddAttributeError(attributePath(name), "Invalid Rollout", terraformNames(p))
