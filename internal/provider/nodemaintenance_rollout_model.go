@@ -323,7 +323,7 @@ var rolloutNodeFields = rolloutNodeTable{
 
 // timeField is a time of a row, RFC 3339, empty until it happened.
 func timeField(name, desc string, get func(nmv1alpha1.RolloutNode) *metav1.Time) rolloutNodeField {
-	return rolloutNodeField{name, desc + " (RFC 3339, empty until then)", types.StringType, func(n nmv1alpha1.RolloutNode) attr.Value {
+	return rolloutNodeField{name, desc + "; RFC 3339, empty until then", types.StringType, func(n nmv1alpha1.RolloutNode) attr.Value {
 		if t := get(n); t != nil {
 			return types.StringValue(t.UTC().Format(time.RFC3339))
 		}
