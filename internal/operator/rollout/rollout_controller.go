@@ -105,13 +105,14 @@ type RolloutReconciler struct {
 // Node watch's map); its finalizer is set with an update of the object; the
 // finalizers subresource lets its children and Jobs block its deletion.
 // Children are created and deleted here; the NodeMaintenance controller's
-// grants already cover list and watch. Jobs: only what the step needs.
+// grants already cover list and watch. Jobs: only what the step needs
+// (read from the cache, created with no get before: AlreadyExists is data).
 //
 // +kubebuilder:rbac:groups=nodemaintenance.io,resources=nodemaintenancerollouts,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=nodemaintenance.io,resources=nodemaintenancerollouts/status,verbs=update
 // +kubebuilder:rbac:groups=nodemaintenance.io,resources=nodemaintenancerollouts/finalizers,verbs=update
 // +kubebuilder:rbac:groups=nodemaintenance.medik8s.io,resources=nodemaintenances,verbs=create;delete
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=create;get;list;watch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=create;list;watch;delete
 
 // Reconcile moves one rollout one bounded step forward.
 func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
