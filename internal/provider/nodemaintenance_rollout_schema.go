@@ -42,8 +42,9 @@ func (r *RolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			Validators:    []validator.String{kubernetesName{"NodeMaintenanceRollout"}}},
 		"node_selector": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is " +
-				"resolved once, when the rollout starts, in name order; nodes that join later are not added. Exactly one of `node_selector` " +
-				"and `node_names`. Changing it replaces the resource.",
+				"resolved once, when the rollout starts, in name order; nodes that join later are not added. An empty selector, which " +
+				"the API takes for every node, is refused here: name the label. Exactly one of `node_selector` and `node_names`. " +
+				"Changing it replaces the resource.",
 			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			Validators:    []validator.String{labelSelector{}, stringvalidator.ExactlyOneOf(path.MatchRoot("node_names"))}},
 		"node_names": schema.ListAttribute{Optional: true, ElementType: types.StringType,

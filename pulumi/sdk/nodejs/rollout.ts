@@ -91,7 +91,7 @@ export class Rollout extends pulumi.CustomResource {
      */
     declare public readonly nodeNames: pulumi.Output<string[] | undefined>;
     /**
-     * The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
+     * The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. An empty selector, which the API takes for every node, is refused here: name the label. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
      */
     declare public readonly nodeSelector: pulumi.Output<string | undefined>;
     /**
@@ -237,7 +237,7 @@ export interface RolloutState {
      */
     nodeNames?: pulumi.Input<pulumi.Input<string>[] | undefined>;
     /**
-     * The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
+     * The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. An empty selector, which the API takes for every node, is refused here: name the label. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
      */
     nodeSelector?: pulumi.Input<string | undefined>;
     /**
@@ -304,7 +304,7 @@ export interface RolloutArgs {
      */
     nodeNames?: pulumi.Input<pulumi.Input<string>[] | undefined>;
     /**
-     * The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
+     * The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. An empty selector, which the API takes for every node, is refused here: name the label. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
      */
     nodeSelector?: pulumi.Input<string | undefined>;
     /**
