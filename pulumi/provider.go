@@ -57,9 +57,11 @@ var bridgeMetadata []byte
 var (
 	NodeMaintenanceToken        = tfbridge.MakeResource(Name, "index", "NodeMaintenance")
 	OperatorToken               = tfbridge.MakeResource(Name, "index", "Operator")
+	RolloutToken                = tfbridge.MakeResource(Name, "index", "Rollout")
 	GetNodeMaintenanceToken     = tfbridge.MakeDataSource(Name, "index", "getNodeMaintenance")
 	GetNodeMaintenanceListToken = tfbridge.MakeDataSource(Name, "index", "getNodeMaintenanceList")
 	GetDrainPreviewToken        = tfbridge.MakeDataSource(Name, "index", "getDrainPreview")
+	GetRolloutToken             = tfbridge.MakeDataSource(Name, "index", "getRollout")
 )
 
 // Provider is the mapping from the Terraform provider to the Pulumi package.
@@ -113,11 +115,13 @@ func Provider() tfbridge.ProviderInfo {
 		Resources: map[string]*tfbridge.ResourceInfo{
 			"nodemaintenance":          {Tok: NodeMaintenanceToken},
 			"nodemaintenance_operator": {Tok: OperatorToken},
+			"nodemaintenance_rollout":  {Tok: RolloutToken},
 		},
 		DataSources: map[string]*tfbridge.DataSourceInfo{
 			"nodemaintenance":               {Tok: GetNodeMaintenanceToken},
 			"nodemaintenance_list":          {Tok: GetNodeMaintenanceListToken},
 			"nodemaintenance_drain_preview": {Tok: GetDrainPreviewToken},
+			"nodemaintenance_rollout":       {Tok: GetRolloutToken},
 		},
 		// The pages in docs/ are written for Terraform users (HCL examples,
 		// `terraform import`), and their HCL cannot be converted offline, so
@@ -140,6 +144,11 @@ var pulumiNotes = map[string]string{
 		"because it already exists. Adopt it with " +
 		"`pulumi import --protect=false nodemaintenance:index/nodeMaintenance:NodeMaintenance <resource> <name>` " +
 		"(then `pulumi up` carries on with it and `pulumi destroy` restores the node), or delete it with `kubectl delete nm <name>`.",
+	"nodemaintenance_rollout": "\n\nUnder Pulumi, unlike Terraform, a create that fails (`Halted`, or the create timeout) is not kept in the stack: " +
+		"the `NodeMaintenanceRollout` stays in the cluster, `pulumi destroy` does not remove it and the next `pulumi up` fails " +
+		"because it already exists. Adopt it with " +
+		"`pulumi import --protect=false nodemaintenance:index/rollout:Rollout <resource> <name>` " +
+		"(then `pulumi destroy` restores its nodes), or delete it with `kubectl delete nmr <name>`, which restores them.",
 }
 
 // describeFromSchema gives every resource and function of spec that has no

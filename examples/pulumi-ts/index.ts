@@ -24,3 +24,34 @@ export const name = maintenance.name;
 export const phase = maintenance.phase;
 export const pendingPods = maintenance.pendingPods;
 export const stillDraining: pulumi.Output<string[]> = unfinished.apply(list => list.names);
+
+// With `pool` set, the nodes labelled pool=<pool> are patched as well, two at
+// a time, by a rollout: each is drained, the step Job runs on it (the operator
+// pins its pod to the node and lets it tolerate the maintenance taints), then
+// it is restored and must stay Ready for a minute before the next one starts.
+const pool = config.get("pool");
+const rollout = pool === undefined ? undefined : new nodemaintenance.Rollout("pool", {
+    name: `patch-${pool}`,
+    nodeSelector: `pool=${pool}`,
+    maxUnavailable: "2",
+    soakFor: "1m",
+    step: {
+        namespace: config.get("stepNamespace") ?? "default",
+        timeout: "15m",
+        jobTemplate: JSON.stringify({
+            spec: {
+                backoffLimit: 0,
+                template: {
+                    spec: {
+                        restartPolicy: "Never",
+                        containers: [{ name: "check", image: "busybox:1.37", command: ["sh", "-c", "uname -r"] }],
+                    },
+                },
+            },
+        }),
+    },
+    timeouts: { create: "2h", delete: "30m" },
+});
+
+export const rolloutPhase = rollout?.phase;
+export const rolloutDone = rollout ? pulumi.interpolate`${rollout.done}/${rollout.total}` : undefined;

@@ -98,6 +98,17 @@ func TestAccBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			return providerBlock(f.c) + fmt.Sprintf("resource \"nodemaintenance_operator\" \"this\" {\n  namespace = %q\n  %s\n}\n", f.unique("nmo-bad"), body)
 		}
 	}
+	// rolloutOn is a rollout of the case's node, rolloutWith one of body alone.
+	rolloutWith := func(body string) func(f *badInputFixture) string {
+		return func(f *badInputFixture) string {
+			return providerBlock(f.c) + fmt.Sprintf("resource \"nodemaintenance_rollout\" \"this\" {\n  name = %q\n  %s\n}\n", f.unique("nmr-bad"), body)
+		}
+	}
+	rolloutOn := func(body string) func(f *badInputFixture) string {
+		return func(f *badInputFixture) string {
+			return rolloutWith(fmt.Sprintf("node_names = [%q]\n  %s", f.node(), body))(f)
+		}
+	}
 	// listWith reads the cluster through a provider configured by body.
 	listWith := func(body func(f *badInputFixture) string) func(f *badInputFixture) string {
 		return func(f *badInputFixture) string {
@@ -164,6 +175,28 @@ func TestAccBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{name: "operator namespace not DNS-1123", layer: layerProvider, config: func(f *badInputFixture) string {
 			return providerBlock(f.c) + "resource \"nodemaintenance_operator\" \"this\" {\n  namespace = \"Bad_NS\"\n}\n"
 		}, want: regexp.MustCompile(`(?s)Invalid Namespace Name.*namespace\s+"Bad_NS"\s+is\s+not\s+a\s+valid\s+namespace\s+name`)},
+
+		// A rollout: its node set, max_unavailable, its step, its durations.
+		{name: "rollout selects no node", layer: layerProvider, setup: withNode, config: rolloutWith(`node_selector = "nodemaintenance.test/pool=nothing-here"`),
+			want: regexp.MustCompile(`(?s)No Node Matches the Selector.*node_selector\s+"nodemaintenance.test/pool=nothing-here"\s+selects\s+no\s+node`)},
+		{name: "rollout names a missing node", layer: layerProvider, config: rolloutWith(`node_names = ["no-such-node"]`),
+			want: regexp.MustCompile(`(?s)Node Not Found.*no-such-node`)},
+		{name: "rollout both node_selector and node_names", layer: layerProvider, setup: withNode, config: rolloutOn(`node_selector = "pool=blue"`),
+			want: regexp.MustCompile(`(?s)Invalid Attribute Combination.*node_names`)},
+		{name: "rollout neither node_selector nor node_names", layer: layerProvider, config: rolloutWith(""),
+			want: regexp.MustCompile(`(?s)Invalid Attribute Combination.*node_names`)},
+		{name: "rollout max_unavailable 0", layer: layerProvider, setup: withNode, config: rolloutOn(`max_unavailable = "0"`),
+			want: regexp.MustCompile(`(?s)Invalid Rollout.*max_unavailable\s+0\s+must\s+be\s+at\s+least\s+1`)},
+		{name: "rollout max_unavailable over 100%", layer: layerProvider, setup: withNode, config: rolloutOn(`max_unavailable = "150%"`),
+			want: regexp.MustCompile(`(?s)Invalid Rollout.*max_unavailable\s+"150%"\s+must\s+be\s+between\s+1%\s+and\s+100%`)},
+		{name: "rollout step without containers", layer: layerProvider, setup: withNode, config: rolloutOn(
+			"step = {\n    namespace = \"default\"\n    job_template = yamlencode({ spec = { template = { spec = { restartPolicy = \"Never\" } } } })\n  }"),
+			want: regexp.MustCompile(`(?s)Invalid Rollout.*step\.job_template\.spec\.template\.spec\.containers\s+is\s+empty`)},
+		{name: "rollout step job_template misspelt", layer: layerProvider, setup: withNode, config: rolloutOn(
+			"step = {\n    namespace = \"default\"\n    job_template = \"spec:\\n  templat: {}\\n\"\n  }"),
+			want: regexp.MustCompile(`(?s)Invalid Step Job Template.*unknown\s+field\s+"templat"`)},
+		{name: "rollout soak_for negative", layer: layerProvider, setup: withNode, config: rolloutOn(`soak_for = "-5m"`),
+			want: regexp.MustCompile(`(?s)Invalid Duration.*soak_for\s+"-5m"\s+is\s+negative`)},
 
 		// Credentials and cluster access: the provider's Configure and its
 		// first API call.

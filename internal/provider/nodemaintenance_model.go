@@ -46,7 +46,7 @@ var conditionType = types.ObjectType{AttrTypes: map[string]attr.Type{
 
 // statusAttributes are the status attributes of the resource and the data
 // sources, in the order of NodeMaintenanceStatus.
-var statusAttributes = []statusAttribute{
+var statusAttributes = statusTable[nmv1beta1.NodeMaintenanceStatus]{
 	stringStatus("phase", "Progress of the maintenance: `Running`, `Succeeded` (node cordoned and drained) or `Failed`.",
 		func(s nmv1beta1.NodeMaintenanceStatus) string { return string(s.Phase) }),
 	int64Status("drain_progress", "Percentage (0–100) of the pods that had to be evicted that are gone.",
@@ -73,23 +73,27 @@ var statusAttributes = []statusAttribute{
 
 // statusAttribute is one status attribute: its name and type, its schema
 // (with its description) in the resource and in the data sources, its
-// unknown value and how it is read from the CR. The constructors below build
-// each kind.
-type statusAttribute struct {
+// unknown value and how it is read from the CR's status S (the
+// NodeMaintenance's, or the rollout's). The constructors below build each
+// kind.
+type statusAttribute[S any] struct {
 	name       string
 	typ        attr.Type
 	resource   func() rschema.Attribute
 	dataSource func() dschema.Attribute
 	unknown    attr.Value
-	read       func(context.Context, nmv1beta1.NodeMaintenanceStatus) (attr.Value, diag.Diagnostics)
+	read       func(context.Context, S) (attr.Value, diag.Diagnostics)
 }
+
+// statusTable is the status attributes of one kind, in the order of its status.
+type statusTable[S any] []statusAttribute[S]
 
 // Status changes only through apply and refresh: the resource keeps the prior
 // value in plans (UseStateForUnknown) to avoid "(known after apply)" noise on
 // every reason change.
 
-func stringStatus(name, desc string, get func(nmv1beta1.NodeMaintenanceStatus) string) statusAttribute {
-	return statusAttribute{name: name, typ: types.StringType,
+func stringStatus[S any](name, desc string, get func(S) string) statusAttribute[S] {
+	return statusAttribute[S]{name: name, typ: types.StringType,
 		resource: func() rschema.Attribute {
 			return rschema.StringAttribute{Computed: true, MarkdownDescription: desc,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}}
@@ -98,14 +102,14 @@ func stringStatus(name, desc string, get func(nmv1beta1.NodeMaintenanceStatus) s
 			return dschema.StringAttribute{Computed: true, MarkdownDescription: desc}
 		},
 		unknown: types.StringUnknown(),
-		read: func(_ context.Context, s nmv1beta1.NodeMaintenanceStatus) (attr.Value, diag.Diagnostics) {
+		read: func(_ context.Context, s S) (attr.Value, diag.Diagnostics) {
 			return types.StringValue(get(s)), nil
 		},
 	}
 }
 
-func int64Status(name, desc string, get func(nmv1beta1.NodeMaintenanceStatus) int) statusAttribute {
-	return statusAttribute{name: name, typ: types.Int64Type,
+func int64Status[S any](name, desc string, get func(S) int) statusAttribute[S] {
+	return statusAttribute[S]{name: name, typ: types.Int64Type,
 		resource: func() rschema.Attribute {
 			return rschema.Int64Attribute{Computed: true, MarkdownDescription: desc,
 				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}}
@@ -114,15 +118,15 @@ func int64Status(name, desc string, get func(nmv1beta1.NodeMaintenanceStatus) in
 			return dschema.Int64Attribute{Computed: true, MarkdownDescription: desc}
 		},
 		unknown: types.Int64Unknown(),
-		read: func(_ context.Context, s nmv1beta1.NodeMaintenanceStatus) (attr.Value, diag.Diagnostics) {
+		read: func(_ context.Context, s S) (attr.Value, diag.Diagnostics) {
 			return types.Int64Value(int64(get(s))), nil
 		},
 	}
 }
 
-func listStatus(name, desc string, elem attr.Type,
-	read func(context.Context, nmv1beta1.NodeMaintenanceStatus) (attr.Value, diag.Diagnostics)) statusAttribute {
-	return statusAttribute{name: name, typ: types.ListType{ElemType: elem},
+func listStatus[S any](name, desc string, elem attr.Type,
+	read func(context.Context, S) (attr.Value, diag.Diagnostics)) statusAttribute[S] {
+	return statusAttribute[S]{name: name, typ: types.ListType{ElemType: elem},
 		resource: func() rschema.Attribute {
 			return rschema.ListAttribute{Computed: true, ElementType: elem, MarkdownDescription: desc,
 				PlanModifiers: []planmodifier.List{listplanmodifier.UseStateForUnknown()}}
@@ -179,39 +183,75 @@ func conditions(_ context.Context, s nmv1beta1.NodeMaintenanceStatus) (attr.Valu
 	return list, diags
 }
 
-// resourceStatusAttributes and dataSourceStatusAttributes add the status
-// attributes to a schema's attributes.
-func resourceStatusAttributes(attrs map[string]rschema.Attribute) {
-	for _, a := range statusAttributes {
+// resourceAttributes and dataSourceAttributes add the status attributes to
+// a schema's attributes.
+func (t statusTable[S]) resourceAttributes(attrs map[string]rschema.Attribute) {
+	for _, a := range t {
 		attrs[a.name] = a.resource()
 	}
 }
 
-func dataSourceStatusAttributes(attrs map[string]dschema.Attribute) {
-	for _, a := range statusAttributes {
+func (t statusTable[S]) dataSourceAttributes(attrs map[string]dschema.Attribute) {
+	for _, a := range t {
 		attrs[a.name] = a.dataSource()
 	}
 }
 
-// statusAttrTypes are the types of the status attributes.
-func statusAttrTypes() map[string]attr.Type {
-	t := make(map[string]attr.Type, len(statusAttributes))
-	for _, a := range statusAttributes {
-		t[a.name] = a.typ
+// attrTypes are the types of the status attributes.
+func (t statusTable[S]) attrTypes() map[string]attr.Type {
+	out := make(map[string]attr.Type, len(t))
+	for _, a := range t {
+		out[a.name] = a.typ
 	}
-	return t
+	return out
 }
 
-// statusValues reads every status attribute from the CR's status.
-func statusValues(ctx context.Context, s nmv1beta1.NodeMaintenanceStatus) (map[string]attr.Value, diag.Diagnostics) {
+// values reads every status attribute from the CR's status.
+func (t statusTable[S]) values(ctx context.Context, s S) (map[string]attr.Value, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	values := make(map[string]attr.Value, len(statusAttributes))
-	for _, a := range statusAttributes {
+	values := make(map[string]attr.Value, len(t))
+	for _, a := range t {
 		v, d := a.read(ctx, s)
 		diags.Append(d...)
 		values[a.name] = v
 	}
 	return values, diags
+}
+
+// unknownValues are the plan of a status that apply will read: every
+// attribute "(known after apply)".
+func (t statusTable[S]) unknownValues() map[string]attr.Value {
+	values := make(map[string]attr.Value, len(t))
+	for _, a := range t {
+		values[a.name] = a.unknown
+	}
+	return values
+}
+
+// modelOf fills a model struct of the status (statusModel, rolloutStatusModel)
+// from the values: a field missing on either side is an error.
+func modelOf[M any](ctx context.Context, attrTypes map[string]attr.Type, values map[string]attr.Value) (M, diag.Diagnostics) {
+	var m M
+	obj, diags := types.ObjectValue(attrTypes, values)
+	if diags.HasError() {
+		return m, diags
+	}
+	diags.Append(obj.As(ctx, &m, basetypes.ObjectAsOptions{})...)
+	return m, diags
+}
+
+func resourceStatusAttributes(attrs map[string]rschema.Attribute) {
+	statusAttributes.resourceAttributes(attrs)
+}
+
+func dataSourceStatusAttributes(attrs map[string]dschema.Attribute) {
+	statusAttributes.dataSourceAttributes(attrs)
+}
+
+func statusAttrTypes() map[string]attr.Type { return statusAttributes.attrTypes() }
+
+func statusValues(ctx context.Context, s nmv1beta1.NodeMaintenanceStatus) (map[string]attr.Value, diag.Diagnostics) {
+	return statusAttributes.values(ctx, s)
 }
 
 func statusFrom(ctx context.Context, s nmv1beta1.NodeMaintenanceStatus) (statusModel, diag.Diagnostics) {
@@ -222,13 +262,7 @@ func statusFrom(ctx context.Context, s nmv1beta1.NodeMaintenanceStatus) (statusM
 }
 
 func statusModelOf(ctx context.Context, values map[string]attr.Value) (statusModel, diag.Diagnostics) {
-	var m statusModel
-	obj, diags := types.ObjectValue(statusAttrTypes(), values)
-	if diags.HasError() {
-		return m, diags
-	}
-	diags.Append(obj.As(ctx, &m, basetypes.ObjectAsOptions{})...)
-	return m, diags
+	return modelOf[statusModel](ctx, statusAttrTypes(), values)
 }
 
 // nodeMaintenanceAttrTypes is one NodeMaintenance as an object (data source
@@ -248,14 +282,9 @@ func objectFrom(ctx context.Context, nm *nmv1beta1.NodeMaintenance) (types.Objec
 	return obj, diags
 }
 
-// unknownStatus is the plan of a status that apply will read: every attribute
-// "(known after apply)".
+// unknownStatus is the plan of a status that apply will read.
 func unknownStatus(ctx context.Context) (statusModel, diag.Diagnostics) {
-	values := make(map[string]attr.Value, len(statusAttributes))
-	for _, a := range statusAttributes {
-		values[a.name] = a.unknown
-	}
-	return statusModelOf(ctx, values)
+	return statusModelOf(ctx, statusAttributes.unknownValues())
 }
 
 // inProgress tells whether a status in the state is of a maintenance the

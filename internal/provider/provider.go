@@ -199,10 +199,10 @@ func (m providerModel) known() bool {
 
 // Resources lists the resource types.
 func (p *NodeMaintenanceProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{NewNodeMaintenanceResource, NewOperatorResource}
+	return []func() resource.Resource{NewNodeMaintenanceResource, NewOperatorResource, NewRolloutResource}
 }
 
 // DataSources lists the data source types.
 func (p *NodeMaintenanceProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{NewNodeMaintenanceDataSource, NewNodeMaintenanceListDataSource, NewDrainPreviewDataSource}
+	return []func() datasource.DataSource{NewNodeMaintenanceDataSource, NewNodeMaintenanceListDataSource, NewDrainPreviewDataSource, NewRolloutDataSource}
 }

@@ -250,3 +250,68 @@ func titleCase(s string) string {
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
 }
+
+// labelSelector accepts a label selector as kubectl's -l takes it
+// (parseSelector).
+type labelSelector struct{}
+
+func (labelSelector) Description(context.Context) string {
+	return "must be a label selector as kubectl -l takes it, e.g. pool=blue,zone!=a"
+}
+
+func (v labelSelector) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (labelSelector) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	if strings.TrimSpace(s) == "" {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Label Selector",
+			fmt.Sprintf("%s is empty, which would select every node. Name the nodes' label, e.g. pool=blue.", req.Path))
+		return
+	}
+	if _, err := parseSelector(s); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Label Selector",
+			fmt.Sprintf("%s %q is not a label selector as kubectl -l takes it (e.g. pool=blue,zone!=a): %v", req.Path, s, err))
+	}
+}
+
+// rolloutMaxUnavailable accepts what reads as a rollout's max_unavailable: a
+// count or a percentage. Its bounds are the API's rule (validRollout).
+type rolloutMaxUnavailable struct{}
+
+func (rolloutMaxUnavailable) Description(context.Context) string {
+	return "must be a number of nodes (3) or a percentage of the set (30%)"
+}
+
+func (v rolloutMaxUnavailable) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (rolloutMaxUnavailable) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if _, err := nmvalidation.ParseMaxUnavailable(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Max Unavailable", maxUnavailableProblem(req.ConfigValue.ValueString()))
+	}
+}
+
+// jobTemplate accepts a step's job_template (parseJobTemplate).
+type jobTemplate struct{}
+
+func (jobTemplate) Description(context.Context) string {
+	return "must be a batch/v1 JobTemplateSpec in YAML or JSON"
+}
+
+func (v jobTemplate) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (jobTemplate) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if _, err := parseJobTemplate(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Step Job Template", err.Error())
+	}
+}

@@ -22,21 +22,52 @@ const rewatchDelay = 500 * time.Millisecond
 // whether waiting is over.
 type waitCondition func(nm *nmv1beta1.NodeMaintenance) bool
 
-// waitFor watches one NodeMaintenance until cond holds, and returns the last
+// watchedKind says how waitForObject lists one kind of object by name and
+// what of it is reported as a change: its status.
+type watchedKind[T any, P interface {
+	*T
+	client.Object
+}] struct {
+	newList func() client.ObjectList
+	// first is the list's object, nil when it is empty.
+	first  func(client.ObjectList) P
+	status func(P) any
+}
+
+var maintenances = watchedKind[nmv1beta1.NodeMaintenance, *nmv1beta1.NodeMaintenance]{
+	newList: func() client.ObjectList { return &nmv1beta1.NodeMaintenanceList{} },
+	first: func(l client.ObjectList) *nmv1beta1.NodeMaintenance {
+		if items := l.(*nmv1beta1.NodeMaintenanceList).Items; len(items) > 0 {
+			return &items[0]
+		}
+		return nil
+	},
+	status: func(nm *nmv1beta1.NodeMaintenance) any { return nm.Status },
+}
+
+// waitFor watches one NodeMaintenance until cond holds (see waitForObject).
+func waitFor(ctx context.Context, c client.WithWatch, name string, cond waitCondition, onChange func(*nmv1beta1.NodeMaintenance)) (*nmv1beta1.NodeMaintenance, error) {
+	return waitForObject(ctx, c, maintenances, name, cond, onChange)
+}
+
+// waitForObject watches one object until cond holds, and returns the last
 // object seen (nil when gone). It lists once, then follows a watch from that
 // resourceVersion; when the watch ends (API server restart, timeout) it lists
 // again, so no change is missed and nothing polls. onChange is called whenever
 // the status differs from the last one seen.
-func waitFor(ctx context.Context, c client.WithWatch, name string, cond waitCondition, onChange func(*nmv1beta1.NodeMaintenance)) (*nmv1beta1.NodeMaintenance, error) {
-	var last *nmv1beta1.NodeMaintenance
+func waitForObject[T any, P interface {
+	*T
+	client.Object
+}](ctx context.Context, c client.WithWatch, kind watchedKind[T, P], name string, cond func(P) bool, onChange func(P)) (P, error) {
+	var last P
 	reported := false
-	seen := func(nm *nmv1beta1.NodeMaintenance) bool {
-		changed := !reported || (nm == nil) != (last == nil) || (nm != nil && last != nil && !reflect.DeepEqual(nm.Status, last.Status))
+	seen := func(o P) bool {
+		changed := !reported || (o == nil) != (last == nil) || (o != nil && last != nil && !reflect.DeepEqual(kind.status(o), kind.status(last)))
 		if onChange != nil && changed {
-			onChange(nm)
+			onChange(o)
 		}
-		reported, last = true, nm
-		return cond(nm)
+		reported, last = true, o
+		return cond(o)
 	}
 	selector := client.MatchingFields{"metadata.name": name}
 	first := true
@@ -48,7 +79,7 @@ func waitFor(ctx context.Context, c client.WithWatch, name string, cond waitCond
 			case <-time.After(rewatchDelay):
 			}
 		}
-		list := &nmv1beta1.NodeMaintenanceList{}
+		list := kind.newList()
 		if err := c.List(ctx, list, selector); err != nil {
 			if ctx.Err() != nil {
 				return last, ctx.Err()
@@ -58,17 +89,14 @@ func waitFor(ctx context.Context, c client.WithWatch, name string, cond waitCond
 			}
 			continue // a transient failure while waiting: list again
 		}
-		var current *nmv1beta1.NodeMaintenance
-		if len(list.Items) > 0 {
-			current = &list.Items[0]
-		}
+		current := kind.first(list)
 		if seen(current) {
 			return current, nil
 		}
 		first = false
 
-		w, err := c.Watch(ctx, &nmv1beta1.NodeMaintenanceList{}, selector,
-			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true}})
+		w, err := c.Watch(ctx, kind.newList(), selector,
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.GetResourceVersion(), AllowWatchBookmarks: true}})
 		if err != nil {
 			if ctx.Err() != nil {
 				return last, ctx.Err()
@@ -87,27 +115,28 @@ func waitFor(ctx context.Context, c client.WithWatch, name string, cond waitCond
 }
 
 // follow consumes watch events until cond holds (done) or the watch ends.
-func follow(ctx context.Context, w watch.Interface, seen func(*nmv1beta1.NodeMaintenance) bool) (bool, *nmv1beta1.NodeMaintenance) {
+func follow[P client.Object](ctx context.Context, w watch.Interface, seen func(P) bool) (bool, P) {
+	var none P
 	for {
 		select {
 		case <-ctx.Done():
-			return false, nil
+			return false, none
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return false, nil
+				return false, none
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
-				nm, ok := ev.Object.(*nmv1beta1.NodeMaintenance)
-				if ok && seen(nm) {
-					return true, nm
+				o, ok := ev.Object.(P)
+				if ok && seen(o) {
+					return true, o
 				}
 			case watch.Deleted:
-				if seen(nil) {
-					return true, nil
+				if seen(none) {
+					return true, none
 				}
 			case watch.Error:
-				return false, nil
+				return false, none
 			}
 		}
 	}

@@ -20,6 +20,11 @@ export const getNodeMaintenanceList: typeof import("./getNodeMaintenanceList").g
 export const getNodeMaintenanceListOutput: typeof import("./getNodeMaintenanceList").getNodeMaintenanceListOutput = null as any;
 utilities.lazyLoad(exports, ["getNodeMaintenanceList","getNodeMaintenanceListOutput"], () => require("./getNodeMaintenanceList"));
 
+export { GetRolloutArgs, GetRolloutResult, GetRolloutOutputArgs } from "./getRollout";
+export const getRollout: typeof import("./getRollout").getRollout = null as any;
+export const getRolloutOutput: typeof import("./getRollout").getRolloutOutput = null as any;
+utilities.lazyLoad(exports, ["getRollout","getRolloutOutput"], () => require("./getRollout"));
+
 export { NodeMaintenanceArgs, NodeMaintenanceState } from "./nodeMaintenance";
 export type NodeMaintenance = import("./nodeMaintenance").NodeMaintenance;
 export const NodeMaintenance: typeof import("./nodeMaintenance").NodeMaintenance = null as any;
@@ -32,6 +37,11 @@ utilities.lazyLoad(exports, ["Operator"], () => require("./operator"));
 
 export * from "./provider";
 import { Provider } from "./provider";
+
+export { RolloutArgs, RolloutState } from "./rollout";
+export type Rollout = import("./rollout").Rollout;
+export const Rollout: typeof import("./rollout").Rollout = null as any;
+utilities.lazyLoad(exports, ["Rollout"], () => require("./rollout"));
 
 
 // Export sub-modules:
@@ -51,6 +61,8 @@ const _module = {
                 return new NodeMaintenance(name, <any>undefined, { urn })
             case "nodemaintenance:index/operator:Operator":
                 return new Operator(name, <any>undefined, { urn })
+            case "nodemaintenance:index/rollout:Rollout":
+                return new Rollout(name, <any>undefined, { urn })
             default:
                 throw new Error(`unknown resource type ${type}`);
         }
@@ -58,6 +70,7 @@ const _module = {
 };
 pulumi.runtime.registerResourceModule("nodemaintenance", "index/nodeMaintenance", _module)
 pulumi.runtime.registerResourceModule("nodemaintenance", "index/operator", _module)
+pulumi.runtime.registerResourceModule("nodemaintenance", "index/rollout", _module)
 pulumi.runtime.registerResourcePackage("nodemaintenance", {
     version: utilities.getVersion(),
     constructProvider: (name: string, type: string, urn: string): pulumi.ProviderResource => {

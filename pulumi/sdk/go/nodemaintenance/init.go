@@ -25,6 +25,8 @@ func (m *module) Construct(ctx *pulumi.Context, name, typ, urn string) (r pulumi
 		r = &NodeMaintenance{}
 	case "nodemaintenance:index/operator:Operator":
 		r = &Operator{}
+	case "nodemaintenance:index/rollout:Rollout":
+		r = &Rollout{}
 	default:
 		return nil, fmt.Errorf("unknown resource type: %s", typ)
 	}
@@ -64,6 +66,11 @@ func init() {
 	pulumi.RegisterResourceModule(
 		"nodemaintenance",
 		"index/operator",
+		&module{version},
+	)
+	pulumi.RegisterResourceModule(
+		"nodemaintenance",
+		"index/rollout",
 		&module{version},
 	)
 	pulumi.RegisterResourcePackage(

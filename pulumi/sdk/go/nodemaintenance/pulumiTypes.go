@@ -956,6 +956,786 @@ func (o ProviderExecArrayOutput) Index(i pulumi.IntInput) ProviderExecOutput {
 	}).(ProviderExecOutput)
 }
 
+type RolloutDrain struct {
+	// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+	AllowControlPlaneNode *bool `pulumi:"allowControlPlaneNode"`
+	// Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+	AllowLastSchedulableNode *bool `pulumi:"allowLastSchedulableNode"`
+	// Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+	DeleteEmptyDirData *bool `pulumi:"deleteEmptyDirData"`
+	// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+	GracePeriodSeconds *int `pulumi:"gracePeriodSeconds"`
+	// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+	OnTimeout *string `pulumi:"onTimeout"`
+	// Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+	PodSelector *string `pulumi:"podSelector"`
+	// On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+	SkipWaitForDeleteTimeout *string `pulumi:"skipWaitForDeleteTimeout"`
+	// How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+	Timeout *string `pulumi:"timeout"`
+}
+
+// RolloutDrainInput is an input type that accepts RolloutDrainArgs and RolloutDrainOutput values.
+// You can construct a concrete instance of `RolloutDrainInput` via:
+//
+//	RolloutDrainArgs{...}
+type RolloutDrainInput interface {
+	pulumi.Input
+
+	ToRolloutDrainOutput() RolloutDrainOutput
+	ToRolloutDrainOutputWithContext(context.Context) RolloutDrainOutput
+}
+
+type RolloutDrainArgs struct {
+	// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+	AllowControlPlaneNode pulumi.BoolPtrInput `pulumi:"allowControlPlaneNode"`
+	// Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+	AllowLastSchedulableNode pulumi.BoolPtrInput `pulumi:"allowLastSchedulableNode"`
+	// Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+	DeleteEmptyDirData pulumi.BoolPtrInput `pulumi:"deleteEmptyDirData"`
+	// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+	GracePeriodSeconds pulumi.IntPtrInput `pulumi:"gracePeriodSeconds"`
+	// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+	OnTimeout pulumi.StringPtrInput `pulumi:"onTimeout"`
+	// Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+	PodSelector pulumi.StringPtrInput `pulumi:"podSelector"`
+	// On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+	SkipWaitForDeleteTimeout pulumi.StringPtrInput `pulumi:"skipWaitForDeleteTimeout"`
+	// How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+	Timeout pulumi.StringPtrInput `pulumi:"timeout"`
+}
+
+func (RolloutDrainArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutDrain)(nil)).Elem()
+}
+
+func (i RolloutDrainArgs) ToRolloutDrainOutput() RolloutDrainOutput {
+	return i.ToRolloutDrainOutputWithContext(context.Background())
+}
+
+func (i RolloutDrainArgs) ToRolloutDrainOutputWithContext(ctx context.Context) RolloutDrainOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutDrainOutput)
+}
+
+func (i RolloutDrainArgs) ToRolloutDrainPtrOutput() RolloutDrainPtrOutput {
+	return i.ToRolloutDrainPtrOutputWithContext(context.Background())
+}
+
+func (i RolloutDrainArgs) ToRolloutDrainPtrOutputWithContext(ctx context.Context) RolloutDrainPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutDrainOutput).ToRolloutDrainPtrOutputWithContext(ctx)
+}
+
+// RolloutDrainPtrInput is an input type that accepts RolloutDrainArgs, RolloutDrainPtr and RolloutDrainPtrOutput values.
+// You can construct a concrete instance of `RolloutDrainPtrInput` via:
+//
+//	        RolloutDrainArgs{...}
+//
+//	or:
+//
+//	        nil
+type RolloutDrainPtrInput interface {
+	pulumi.Input
+
+	ToRolloutDrainPtrOutput() RolloutDrainPtrOutput
+	ToRolloutDrainPtrOutputWithContext(context.Context) RolloutDrainPtrOutput
+}
+
+type rolloutDrainPtrType RolloutDrainArgs
+
+func RolloutDrainPtr(v *RolloutDrainArgs) RolloutDrainPtrInput {
+	return (*rolloutDrainPtrType)(v)
+}
+
+func (*rolloutDrainPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutDrain)(nil)).Elem()
+}
+
+func (i *rolloutDrainPtrType) ToRolloutDrainPtrOutput() RolloutDrainPtrOutput {
+	return i.ToRolloutDrainPtrOutputWithContext(context.Background())
+}
+
+func (i *rolloutDrainPtrType) ToRolloutDrainPtrOutputWithContext(ctx context.Context) RolloutDrainPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutDrainPtrOutput)
+}
+
+type RolloutDrainOutput struct{ *pulumi.OutputState }
+
+func (RolloutDrainOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutDrain)(nil)).Elem()
+}
+
+func (o RolloutDrainOutput) ToRolloutDrainOutput() RolloutDrainOutput {
+	return o
+}
+
+func (o RolloutDrainOutput) ToRolloutDrainOutputWithContext(ctx context.Context) RolloutDrainOutput {
+	return o
+}
+
+func (o RolloutDrainOutput) ToRolloutDrainPtrOutput() RolloutDrainPtrOutput {
+	return o.ToRolloutDrainPtrOutputWithContext(context.Background())
+}
+
+func (o RolloutDrainOutput) ToRolloutDrainPtrOutputWithContext(ctx context.Context) RolloutDrainPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v RolloutDrain) *RolloutDrain {
+		return &v
+	}).(RolloutDrainPtrOutput)
+}
+
+// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+func (o RolloutDrainOutput) AllowControlPlaneNode() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v RolloutDrain) *bool { return v.AllowControlPlaneNode }).(pulumi.BoolPtrOutput)
+}
+
+// Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+func (o RolloutDrainOutput) AllowLastSchedulableNode() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v RolloutDrain) *bool { return v.AllowLastSchedulableNode }).(pulumi.BoolPtrOutput)
+}
+
+// Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+func (o RolloutDrainOutput) DeleteEmptyDirData() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v RolloutDrain) *bool { return v.DeleteEmptyDirData }).(pulumi.BoolPtrOutput)
+}
+
+// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+func (o RolloutDrainOutput) GracePeriodSeconds() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v RolloutDrain) *int { return v.GracePeriodSeconds }).(pulumi.IntPtrOutput)
+}
+
+// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+func (o RolloutDrainOutput) OnTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v RolloutDrain) *string { return v.OnTimeout }).(pulumi.StringPtrOutput)
+}
+
+// Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+func (o RolloutDrainOutput) PodSelector() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v RolloutDrain) *string { return v.PodSelector }).(pulumi.StringPtrOutput)
+}
+
+// On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+func (o RolloutDrainOutput) SkipWaitForDeleteTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v RolloutDrain) *string { return v.SkipWaitForDeleteTimeout }).(pulumi.StringPtrOutput)
+}
+
+// How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+func (o RolloutDrainOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v RolloutDrain) *string { return v.Timeout }).(pulumi.StringPtrOutput)
+}
+
+type RolloutDrainPtrOutput struct{ *pulumi.OutputState }
+
+func (RolloutDrainPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutDrain)(nil)).Elem()
+}
+
+func (o RolloutDrainPtrOutput) ToRolloutDrainPtrOutput() RolloutDrainPtrOutput {
+	return o
+}
+
+func (o RolloutDrainPtrOutput) ToRolloutDrainPtrOutputWithContext(ctx context.Context) RolloutDrainPtrOutput {
+	return o
+}
+
+func (o RolloutDrainPtrOutput) Elem() RolloutDrainOutput {
+	return o.ApplyT(func(v *RolloutDrain) RolloutDrain {
+		if v != nil {
+			return *v
+		}
+		var ret RolloutDrain
+		return ret
+	}).(RolloutDrainOutput)
+}
+
+// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+func (o RolloutDrainPtrOutput) AllowControlPlaneNode() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *RolloutDrain) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.AllowControlPlaneNode
+	}).(pulumi.BoolPtrOutput)
+}
+
+// Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+func (o RolloutDrainPtrOutput) AllowLastSchedulableNode() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *RolloutDrain) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.AllowLastSchedulableNode
+	}).(pulumi.BoolPtrOutput)
+}
+
+// Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+func (o RolloutDrainPtrOutput) DeleteEmptyDirData() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *RolloutDrain) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.DeleteEmptyDirData
+	}).(pulumi.BoolPtrOutput)
+}
+
+// Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+func (o RolloutDrainPtrOutput) GracePeriodSeconds() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *RolloutDrain) *int {
+		if v == nil {
+			return nil
+		}
+		return v.GracePeriodSeconds
+	}).(pulumi.IntPtrOutput)
+}
+
+// What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+func (o RolloutDrainPtrOutput) OnTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutDrain) *string {
+		if v == nil {
+			return nil
+		}
+		return v.OnTimeout
+	}).(pulumi.StringPtrOutput)
+}
+
+// Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+func (o RolloutDrainPtrOutput) PodSelector() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutDrain) *string {
+		if v == nil {
+			return nil
+		}
+		return v.PodSelector
+	}).(pulumi.StringPtrOutput)
+}
+
+// On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+func (o RolloutDrainPtrOutput) SkipWaitForDeleteTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutDrain) *string {
+		if v == nil {
+			return nil
+		}
+		return v.SkipWaitForDeleteTimeout
+	}).(pulumi.StringPtrOutput)
+}
+
+// How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+func (o RolloutDrainPtrOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutDrain) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Timeout
+	}).(pulumi.StringPtrOutput)
+}
+
+type RolloutNode struct {
+	DrainedAt      string `pulumi:"drainedAt"`
+	FinishedAt     string `pulumi:"finishedAt"`
+	Job            string `pulumi:"job"`
+	Maintenance    string `pulumi:"maintenance"`
+	Name           string `pulumi:"name"`
+	Reason         string `pulumi:"reason"`
+	RestoredAt     string `pulumi:"restoredAt"`
+	StartedAt      string `pulumi:"startedAt"`
+	State          string `pulumi:"state"`
+	StepFinishedAt string `pulumi:"stepFinishedAt"`
+	WaitingFor     string `pulumi:"waitingFor"`
+	Wave           int    `pulumi:"wave"`
+}
+
+// RolloutNodeInput is an input type that accepts RolloutNodeArgs and RolloutNodeOutput values.
+// You can construct a concrete instance of `RolloutNodeInput` via:
+//
+//	RolloutNodeArgs{...}
+type RolloutNodeInput interface {
+	pulumi.Input
+
+	ToRolloutNodeOutput() RolloutNodeOutput
+	ToRolloutNodeOutputWithContext(context.Context) RolloutNodeOutput
+}
+
+type RolloutNodeArgs struct {
+	DrainedAt      pulumi.StringInput `pulumi:"drainedAt"`
+	FinishedAt     pulumi.StringInput `pulumi:"finishedAt"`
+	Job            pulumi.StringInput `pulumi:"job"`
+	Maintenance    pulumi.StringInput `pulumi:"maintenance"`
+	Name           pulumi.StringInput `pulumi:"name"`
+	Reason         pulumi.StringInput `pulumi:"reason"`
+	RestoredAt     pulumi.StringInput `pulumi:"restoredAt"`
+	StartedAt      pulumi.StringInput `pulumi:"startedAt"`
+	State          pulumi.StringInput `pulumi:"state"`
+	StepFinishedAt pulumi.StringInput `pulumi:"stepFinishedAt"`
+	WaitingFor     pulumi.StringInput `pulumi:"waitingFor"`
+	Wave           pulumi.IntInput    `pulumi:"wave"`
+}
+
+func (RolloutNodeArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutNode)(nil)).Elem()
+}
+
+func (i RolloutNodeArgs) ToRolloutNodeOutput() RolloutNodeOutput {
+	return i.ToRolloutNodeOutputWithContext(context.Background())
+}
+
+func (i RolloutNodeArgs) ToRolloutNodeOutputWithContext(ctx context.Context) RolloutNodeOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutNodeOutput)
+}
+
+// RolloutNodeArrayInput is an input type that accepts RolloutNodeArray and RolloutNodeArrayOutput values.
+// You can construct a concrete instance of `RolloutNodeArrayInput` via:
+//
+//	RolloutNodeArray{ RolloutNodeArgs{...} }
+type RolloutNodeArrayInput interface {
+	pulumi.Input
+
+	ToRolloutNodeArrayOutput() RolloutNodeArrayOutput
+	ToRolloutNodeArrayOutputWithContext(context.Context) RolloutNodeArrayOutput
+}
+
+type RolloutNodeArray []RolloutNodeInput
+
+func (RolloutNodeArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]RolloutNode)(nil)).Elem()
+}
+
+func (i RolloutNodeArray) ToRolloutNodeArrayOutput() RolloutNodeArrayOutput {
+	return i.ToRolloutNodeArrayOutputWithContext(context.Background())
+}
+
+func (i RolloutNodeArray) ToRolloutNodeArrayOutputWithContext(ctx context.Context) RolloutNodeArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutNodeArrayOutput)
+}
+
+type RolloutNodeOutput struct{ *pulumi.OutputState }
+
+func (RolloutNodeOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutNode)(nil)).Elem()
+}
+
+func (o RolloutNodeOutput) ToRolloutNodeOutput() RolloutNodeOutput {
+	return o
+}
+
+func (o RolloutNodeOutput) ToRolloutNodeOutputWithContext(ctx context.Context) RolloutNodeOutput {
+	return o
+}
+
+func (o RolloutNodeOutput) DrainedAt() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNode) string { return v.DrainedAt }).(pulumi.StringOutput)
+}
+
+func (o RolloutNodeOutput) FinishedAt() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNode) string { return v.FinishedAt }).(pulumi.StringOutput)
+}
+
+func (o RolloutNodeOutput) Job() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNode) string { return v.Job }).(pulumi.StringOutput)
+}
+
+func (o RolloutNodeOutput) Maintenance() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNode) string { return v.Maintenance }).(pulumi.StringOutput)
+}
+
+func (o RolloutNodeOutput) Name() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNode) string { return v.Name }).(pulumi.StringOutput)
+}
+
+func (o RolloutNodeOutput) Reason() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNode) string { return v.Reason }).(pulumi.StringOutput)
+}
+
+func (o RolloutNodeOutput) RestoredAt() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNode) string { return v.RestoredAt }).(pulumi.StringOutput)
+}
+
+func (o RolloutNodeOutput) StartedAt() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNode) string { return v.StartedAt }).(pulumi.StringOutput)
+}
+
+func (o RolloutNodeOutput) State() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNode) string { return v.State }).(pulumi.StringOutput)
+}
+
+func (o RolloutNodeOutput) StepFinishedAt() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNode) string { return v.StepFinishedAt }).(pulumi.StringOutput)
+}
+
+func (o RolloutNodeOutput) WaitingFor() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNode) string { return v.WaitingFor }).(pulumi.StringOutput)
+}
+
+func (o RolloutNodeOutput) Wave() pulumi.IntOutput {
+	return o.ApplyT(func(v RolloutNode) int { return v.Wave }).(pulumi.IntOutput)
+}
+
+type RolloutNodeArrayOutput struct{ *pulumi.OutputState }
+
+func (RolloutNodeArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]RolloutNode)(nil)).Elem()
+}
+
+func (o RolloutNodeArrayOutput) ToRolloutNodeArrayOutput() RolloutNodeArrayOutput {
+	return o
+}
+
+func (o RolloutNodeArrayOutput) ToRolloutNodeArrayOutputWithContext(ctx context.Context) RolloutNodeArrayOutput {
+	return o
+}
+
+func (o RolloutNodeArrayOutput) Index(i pulumi.IntInput) RolloutNodeOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) RolloutNode {
+		return vs[0].([]RolloutNode)[vs[1].(int)]
+	}).(RolloutNodeOutput)
+}
+
+type RolloutStep struct {
+	// The Job run on each node: a batch/v1 `JobTemplateSpec` (<span pulumi-lang-nodejs="`metadata`" pulumi-lang-dotnet="`Metadata`" pulumi-lang-go="`metadata`" pulumi-lang-python="`metadata`" pulumi-lang-yaml="`metadata`" pulumi-lang-java="`metadata`">`metadata`</span> and <span pulumi-lang-nodejs="`spec`" pulumi-lang-dotnet="`Spec`" pulumi-lang-go="`spec`" pulumi-lang-python="`spec`" pulumi-lang-yaml="`spec`" pulumi-lang-java="`spec`">`spec`</span>, as under a CronJob's `jobTemplate`) in YAML or JSON, e.g. from `yamlencode()`. It must have at least one container; unknown fields are refused at plan time.
+	JobTemplate string `pulumi:"jobTemplate"`
+	// Namespace of the step's Jobs. Whoever creates the rollout must be allowed to create Jobs there.
+	Namespace string `pulumi:"namespace"`
+	// Bounds the step on one node, from its Job's creation, as a Go duration (<span pulumi-lang-nodejs="`15m`" pulumi-lang-dotnet="`15m`" pulumi-lang-go="`15m`" pulumi-lang-python="`15m`" pulumi-lang-yaml="`15m`" pulumi-lang-java="`15m`">`15m`</span>); a step that takes longer fails the node. Without it a step takes as long as it takes.
+	Timeout *string `pulumi:"timeout"`
+}
+
+// RolloutStepInput is an input type that accepts RolloutStepArgs and RolloutStepOutput values.
+// You can construct a concrete instance of `RolloutStepInput` via:
+//
+//	RolloutStepArgs{...}
+type RolloutStepInput interface {
+	pulumi.Input
+
+	ToRolloutStepOutput() RolloutStepOutput
+	ToRolloutStepOutputWithContext(context.Context) RolloutStepOutput
+}
+
+type RolloutStepArgs struct {
+	// The Job run on each node: a batch/v1 `JobTemplateSpec` (<span pulumi-lang-nodejs="`metadata`" pulumi-lang-dotnet="`Metadata`" pulumi-lang-go="`metadata`" pulumi-lang-python="`metadata`" pulumi-lang-yaml="`metadata`" pulumi-lang-java="`metadata`">`metadata`</span> and <span pulumi-lang-nodejs="`spec`" pulumi-lang-dotnet="`Spec`" pulumi-lang-go="`spec`" pulumi-lang-python="`spec`" pulumi-lang-yaml="`spec`" pulumi-lang-java="`spec`">`spec`</span>, as under a CronJob's `jobTemplate`) in YAML or JSON, e.g. from `yamlencode()`. It must have at least one container; unknown fields are refused at plan time.
+	JobTemplate pulumi.StringInput `pulumi:"jobTemplate"`
+	// Namespace of the step's Jobs. Whoever creates the rollout must be allowed to create Jobs there.
+	Namespace pulumi.StringInput `pulumi:"namespace"`
+	// Bounds the step on one node, from its Job's creation, as a Go duration (<span pulumi-lang-nodejs="`15m`" pulumi-lang-dotnet="`15m`" pulumi-lang-go="`15m`" pulumi-lang-python="`15m`" pulumi-lang-yaml="`15m`" pulumi-lang-java="`15m`">`15m`</span>); a step that takes longer fails the node. Without it a step takes as long as it takes.
+	Timeout pulumi.StringPtrInput `pulumi:"timeout"`
+}
+
+func (RolloutStepArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutStep)(nil)).Elem()
+}
+
+func (i RolloutStepArgs) ToRolloutStepOutput() RolloutStepOutput {
+	return i.ToRolloutStepOutputWithContext(context.Background())
+}
+
+func (i RolloutStepArgs) ToRolloutStepOutputWithContext(ctx context.Context) RolloutStepOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutStepOutput)
+}
+
+func (i RolloutStepArgs) ToRolloutStepPtrOutput() RolloutStepPtrOutput {
+	return i.ToRolloutStepPtrOutputWithContext(context.Background())
+}
+
+func (i RolloutStepArgs) ToRolloutStepPtrOutputWithContext(ctx context.Context) RolloutStepPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutStepOutput).ToRolloutStepPtrOutputWithContext(ctx)
+}
+
+// RolloutStepPtrInput is an input type that accepts RolloutStepArgs, RolloutStepPtr and RolloutStepPtrOutput values.
+// You can construct a concrete instance of `RolloutStepPtrInput` via:
+//
+//	        RolloutStepArgs{...}
+//
+//	or:
+//
+//	        nil
+type RolloutStepPtrInput interface {
+	pulumi.Input
+
+	ToRolloutStepPtrOutput() RolloutStepPtrOutput
+	ToRolloutStepPtrOutputWithContext(context.Context) RolloutStepPtrOutput
+}
+
+type rolloutStepPtrType RolloutStepArgs
+
+func RolloutStepPtr(v *RolloutStepArgs) RolloutStepPtrInput {
+	return (*rolloutStepPtrType)(v)
+}
+
+func (*rolloutStepPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutStep)(nil)).Elem()
+}
+
+func (i *rolloutStepPtrType) ToRolloutStepPtrOutput() RolloutStepPtrOutput {
+	return i.ToRolloutStepPtrOutputWithContext(context.Background())
+}
+
+func (i *rolloutStepPtrType) ToRolloutStepPtrOutputWithContext(ctx context.Context) RolloutStepPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutStepPtrOutput)
+}
+
+type RolloutStepOutput struct{ *pulumi.OutputState }
+
+func (RolloutStepOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutStep)(nil)).Elem()
+}
+
+func (o RolloutStepOutput) ToRolloutStepOutput() RolloutStepOutput {
+	return o
+}
+
+func (o RolloutStepOutput) ToRolloutStepOutputWithContext(ctx context.Context) RolloutStepOutput {
+	return o
+}
+
+func (o RolloutStepOutput) ToRolloutStepPtrOutput() RolloutStepPtrOutput {
+	return o.ToRolloutStepPtrOutputWithContext(context.Background())
+}
+
+func (o RolloutStepOutput) ToRolloutStepPtrOutputWithContext(ctx context.Context) RolloutStepPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v RolloutStep) *RolloutStep {
+		return &v
+	}).(RolloutStepPtrOutput)
+}
+
+// The Job run on each node: a batch/v1 `JobTemplateSpec` (<span pulumi-lang-nodejs="`metadata`" pulumi-lang-dotnet="`Metadata`" pulumi-lang-go="`metadata`" pulumi-lang-python="`metadata`" pulumi-lang-yaml="`metadata`" pulumi-lang-java="`metadata`">`metadata`</span> and <span pulumi-lang-nodejs="`spec`" pulumi-lang-dotnet="`Spec`" pulumi-lang-go="`spec`" pulumi-lang-python="`spec`" pulumi-lang-yaml="`spec`" pulumi-lang-java="`spec`">`spec`</span>, as under a CronJob's `jobTemplate`) in YAML or JSON, e.g. from `yamlencode()`. It must have at least one container; unknown fields are refused at plan time.
+func (o RolloutStepOutput) JobTemplate() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutStep) string { return v.JobTemplate }).(pulumi.StringOutput)
+}
+
+// Namespace of the step's Jobs. Whoever creates the rollout must be allowed to create Jobs there.
+func (o RolloutStepOutput) Namespace() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutStep) string { return v.Namespace }).(pulumi.StringOutput)
+}
+
+// Bounds the step on one node, from its Job's creation, as a Go duration (<span pulumi-lang-nodejs="`15m`" pulumi-lang-dotnet="`15m`" pulumi-lang-go="`15m`" pulumi-lang-python="`15m`" pulumi-lang-yaml="`15m`" pulumi-lang-java="`15m`">`15m`</span>); a step that takes longer fails the node. Without it a step takes as long as it takes.
+func (o RolloutStepOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v RolloutStep) *string { return v.Timeout }).(pulumi.StringPtrOutput)
+}
+
+type RolloutStepPtrOutput struct{ *pulumi.OutputState }
+
+func (RolloutStepPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutStep)(nil)).Elem()
+}
+
+func (o RolloutStepPtrOutput) ToRolloutStepPtrOutput() RolloutStepPtrOutput {
+	return o
+}
+
+func (o RolloutStepPtrOutput) ToRolloutStepPtrOutputWithContext(ctx context.Context) RolloutStepPtrOutput {
+	return o
+}
+
+func (o RolloutStepPtrOutput) Elem() RolloutStepOutput {
+	return o.ApplyT(func(v *RolloutStep) RolloutStep {
+		if v != nil {
+			return *v
+		}
+		var ret RolloutStep
+		return ret
+	}).(RolloutStepOutput)
+}
+
+// The Job run on each node: a batch/v1 `JobTemplateSpec` (<span pulumi-lang-nodejs="`metadata`" pulumi-lang-dotnet="`Metadata`" pulumi-lang-go="`metadata`" pulumi-lang-python="`metadata`" pulumi-lang-yaml="`metadata`" pulumi-lang-java="`metadata`">`metadata`</span> and <span pulumi-lang-nodejs="`spec`" pulumi-lang-dotnet="`Spec`" pulumi-lang-go="`spec`" pulumi-lang-python="`spec`" pulumi-lang-yaml="`spec`" pulumi-lang-java="`spec`">`spec`</span>, as under a CronJob's `jobTemplate`) in YAML or JSON, e.g. from `yamlencode()`. It must have at least one container; unknown fields are refused at plan time.
+func (o RolloutStepPtrOutput) JobTemplate() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutStep) *string {
+		if v == nil {
+			return nil
+		}
+		return &v.JobTemplate
+	}).(pulumi.StringPtrOutput)
+}
+
+// Namespace of the step's Jobs. Whoever creates the rollout must be allowed to create Jobs there.
+func (o RolloutStepPtrOutput) Namespace() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutStep) *string {
+		if v == nil {
+			return nil
+		}
+		return &v.Namespace
+	}).(pulumi.StringPtrOutput)
+}
+
+// Bounds the step on one node, from its Job's creation, as a Go duration (<span pulumi-lang-nodejs="`15m`" pulumi-lang-dotnet="`15m`" pulumi-lang-go="`15m`" pulumi-lang-python="`15m`" pulumi-lang-yaml="`15m`" pulumi-lang-java="`15m`">`15m`</span>); a step that takes longer fails the node. Without it a step takes as long as it takes.
+func (o RolloutStepPtrOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutStep) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Timeout
+	}).(pulumi.StringPtrOutput)
+}
+
+type RolloutTimeouts struct {
+	// How long to wait for the rollout to succeed (default 2h).
+	Create *string `pulumi:"create"`
+	// How long to wait for every node to be restored (default 30m).
+	Delete *string `pulumi:"delete"`
+	// How long an update waits for the rollout to pause or to succeed (default 2h).
+	Update *string `pulumi:"update"`
+}
+
+// RolloutTimeoutsInput is an input type that accepts RolloutTimeoutsArgs and RolloutTimeoutsOutput values.
+// You can construct a concrete instance of `RolloutTimeoutsInput` via:
+//
+//	RolloutTimeoutsArgs{...}
+type RolloutTimeoutsInput interface {
+	pulumi.Input
+
+	ToRolloutTimeoutsOutput() RolloutTimeoutsOutput
+	ToRolloutTimeoutsOutputWithContext(context.Context) RolloutTimeoutsOutput
+}
+
+type RolloutTimeoutsArgs struct {
+	// How long to wait for the rollout to succeed (default 2h).
+	Create pulumi.StringPtrInput `pulumi:"create"`
+	// How long to wait for every node to be restored (default 30m).
+	Delete pulumi.StringPtrInput `pulumi:"delete"`
+	// How long an update waits for the rollout to pause or to succeed (default 2h).
+	Update pulumi.StringPtrInput `pulumi:"update"`
+}
+
+func (RolloutTimeoutsArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutTimeouts)(nil)).Elem()
+}
+
+func (i RolloutTimeoutsArgs) ToRolloutTimeoutsOutput() RolloutTimeoutsOutput {
+	return i.ToRolloutTimeoutsOutputWithContext(context.Background())
+}
+
+func (i RolloutTimeoutsArgs) ToRolloutTimeoutsOutputWithContext(ctx context.Context) RolloutTimeoutsOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutTimeoutsOutput)
+}
+
+func (i RolloutTimeoutsArgs) ToRolloutTimeoutsPtrOutput() RolloutTimeoutsPtrOutput {
+	return i.ToRolloutTimeoutsPtrOutputWithContext(context.Background())
+}
+
+func (i RolloutTimeoutsArgs) ToRolloutTimeoutsPtrOutputWithContext(ctx context.Context) RolloutTimeoutsPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutTimeoutsOutput).ToRolloutTimeoutsPtrOutputWithContext(ctx)
+}
+
+// RolloutTimeoutsPtrInput is an input type that accepts RolloutTimeoutsArgs, RolloutTimeoutsPtr and RolloutTimeoutsPtrOutput values.
+// You can construct a concrete instance of `RolloutTimeoutsPtrInput` via:
+//
+//	        RolloutTimeoutsArgs{...}
+//
+//	or:
+//
+//	        nil
+type RolloutTimeoutsPtrInput interface {
+	pulumi.Input
+
+	ToRolloutTimeoutsPtrOutput() RolloutTimeoutsPtrOutput
+	ToRolloutTimeoutsPtrOutputWithContext(context.Context) RolloutTimeoutsPtrOutput
+}
+
+type rolloutTimeoutsPtrType RolloutTimeoutsArgs
+
+func RolloutTimeoutsPtr(v *RolloutTimeoutsArgs) RolloutTimeoutsPtrInput {
+	return (*rolloutTimeoutsPtrType)(v)
+}
+
+func (*rolloutTimeoutsPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutTimeouts)(nil)).Elem()
+}
+
+func (i *rolloutTimeoutsPtrType) ToRolloutTimeoutsPtrOutput() RolloutTimeoutsPtrOutput {
+	return i.ToRolloutTimeoutsPtrOutputWithContext(context.Background())
+}
+
+func (i *rolloutTimeoutsPtrType) ToRolloutTimeoutsPtrOutputWithContext(ctx context.Context) RolloutTimeoutsPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutTimeoutsPtrOutput)
+}
+
+type RolloutTimeoutsOutput struct{ *pulumi.OutputState }
+
+func (RolloutTimeoutsOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutTimeouts)(nil)).Elem()
+}
+
+func (o RolloutTimeoutsOutput) ToRolloutTimeoutsOutput() RolloutTimeoutsOutput {
+	return o
+}
+
+func (o RolloutTimeoutsOutput) ToRolloutTimeoutsOutputWithContext(ctx context.Context) RolloutTimeoutsOutput {
+	return o
+}
+
+func (o RolloutTimeoutsOutput) ToRolloutTimeoutsPtrOutput() RolloutTimeoutsPtrOutput {
+	return o.ToRolloutTimeoutsPtrOutputWithContext(context.Background())
+}
+
+func (o RolloutTimeoutsOutput) ToRolloutTimeoutsPtrOutputWithContext(ctx context.Context) RolloutTimeoutsPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v RolloutTimeouts) *RolloutTimeouts {
+		return &v
+	}).(RolloutTimeoutsPtrOutput)
+}
+
+// How long to wait for the rollout to succeed (default 2h).
+func (o RolloutTimeoutsOutput) Create() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v RolloutTimeouts) *string { return v.Create }).(pulumi.StringPtrOutput)
+}
+
+// How long to wait for every node to be restored (default 30m).
+func (o RolloutTimeoutsOutput) Delete() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v RolloutTimeouts) *string { return v.Delete }).(pulumi.StringPtrOutput)
+}
+
+// How long an update waits for the rollout to pause or to succeed (default 2h).
+func (o RolloutTimeoutsOutput) Update() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v RolloutTimeouts) *string { return v.Update }).(pulumi.StringPtrOutput)
+}
+
+type RolloutTimeoutsPtrOutput struct{ *pulumi.OutputState }
+
+func (RolloutTimeoutsPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutTimeouts)(nil)).Elem()
+}
+
+func (o RolloutTimeoutsPtrOutput) ToRolloutTimeoutsPtrOutput() RolloutTimeoutsPtrOutput {
+	return o
+}
+
+func (o RolloutTimeoutsPtrOutput) ToRolloutTimeoutsPtrOutputWithContext(ctx context.Context) RolloutTimeoutsPtrOutput {
+	return o
+}
+
+func (o RolloutTimeoutsPtrOutput) Elem() RolloutTimeoutsOutput {
+	return o.ApplyT(func(v *RolloutTimeouts) RolloutTimeouts {
+		if v != nil {
+			return *v
+		}
+		var ret RolloutTimeouts
+		return ret
+	}).(RolloutTimeoutsOutput)
+}
+
+// How long to wait for the rollout to succeed (default 2h).
+func (o RolloutTimeoutsPtrOutput) Create() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutTimeouts) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Create
+	}).(pulumi.StringPtrOutput)
+}
+
+// How long to wait for every node to be restored (default 30m).
+func (o RolloutTimeoutsPtrOutput) Delete() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutTimeouts) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Delete
+	}).(pulumi.StringPtrOutput)
+}
+
+// How long an update waits for the rollout to pause or to succeed (default 2h).
+func (o RolloutTimeoutsPtrOutput) Update() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutTimeouts) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Update
+	}).(pulumi.StringPtrOutput)
+}
+
 type GetDrainPreviewDrain struct {
 	// Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
 	AllowControlPlaneNode *bool `pulumi:"allowControlPlaneNode"`
@@ -2175,6 +2955,166 @@ func (o GetNodeMaintenancePendingPodsRefArrayOutput) Index(i pulumi.IntInput) Ge
 	}).(GetNodeMaintenancePendingPodsRefOutput)
 }
 
+type GetRolloutNode struct {
+	DrainedAt      string `pulumi:"drainedAt"`
+	FinishedAt     string `pulumi:"finishedAt"`
+	Job            string `pulumi:"job"`
+	Maintenance    string `pulumi:"maintenance"`
+	Name           string `pulumi:"name"`
+	Reason         string `pulumi:"reason"`
+	RestoredAt     string `pulumi:"restoredAt"`
+	StartedAt      string `pulumi:"startedAt"`
+	State          string `pulumi:"state"`
+	StepFinishedAt string `pulumi:"stepFinishedAt"`
+	WaitingFor     string `pulumi:"waitingFor"`
+	Wave           int    `pulumi:"wave"`
+}
+
+// GetRolloutNodeInput is an input type that accepts GetRolloutNodeArgs and GetRolloutNodeOutput values.
+// You can construct a concrete instance of `GetRolloutNodeInput` via:
+//
+//	GetRolloutNodeArgs{...}
+type GetRolloutNodeInput interface {
+	pulumi.Input
+
+	ToGetRolloutNodeOutput() GetRolloutNodeOutput
+	ToGetRolloutNodeOutputWithContext(context.Context) GetRolloutNodeOutput
+}
+
+type GetRolloutNodeArgs struct {
+	DrainedAt      pulumi.StringInput `pulumi:"drainedAt"`
+	FinishedAt     pulumi.StringInput `pulumi:"finishedAt"`
+	Job            pulumi.StringInput `pulumi:"job"`
+	Maintenance    pulumi.StringInput `pulumi:"maintenance"`
+	Name           pulumi.StringInput `pulumi:"name"`
+	Reason         pulumi.StringInput `pulumi:"reason"`
+	RestoredAt     pulumi.StringInput `pulumi:"restoredAt"`
+	StartedAt      pulumi.StringInput `pulumi:"startedAt"`
+	State          pulumi.StringInput `pulumi:"state"`
+	StepFinishedAt pulumi.StringInput `pulumi:"stepFinishedAt"`
+	WaitingFor     pulumi.StringInput `pulumi:"waitingFor"`
+	Wave           pulumi.IntInput    `pulumi:"wave"`
+}
+
+func (GetRolloutNodeArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetRolloutNode)(nil)).Elem()
+}
+
+func (i GetRolloutNodeArgs) ToGetRolloutNodeOutput() GetRolloutNodeOutput {
+	return i.ToGetRolloutNodeOutputWithContext(context.Background())
+}
+
+func (i GetRolloutNodeArgs) ToGetRolloutNodeOutputWithContext(ctx context.Context) GetRolloutNodeOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetRolloutNodeOutput)
+}
+
+// GetRolloutNodeArrayInput is an input type that accepts GetRolloutNodeArray and GetRolloutNodeArrayOutput values.
+// You can construct a concrete instance of `GetRolloutNodeArrayInput` via:
+//
+//	GetRolloutNodeArray{ GetRolloutNodeArgs{...} }
+type GetRolloutNodeArrayInput interface {
+	pulumi.Input
+
+	ToGetRolloutNodeArrayOutput() GetRolloutNodeArrayOutput
+	ToGetRolloutNodeArrayOutputWithContext(context.Context) GetRolloutNodeArrayOutput
+}
+
+type GetRolloutNodeArray []GetRolloutNodeInput
+
+func (GetRolloutNodeArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]GetRolloutNode)(nil)).Elem()
+}
+
+func (i GetRolloutNodeArray) ToGetRolloutNodeArrayOutput() GetRolloutNodeArrayOutput {
+	return i.ToGetRolloutNodeArrayOutputWithContext(context.Background())
+}
+
+func (i GetRolloutNodeArray) ToGetRolloutNodeArrayOutputWithContext(ctx context.Context) GetRolloutNodeArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(GetRolloutNodeArrayOutput)
+}
+
+type GetRolloutNodeOutput struct{ *pulumi.OutputState }
+
+func (GetRolloutNodeOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*GetRolloutNode)(nil)).Elem()
+}
+
+func (o GetRolloutNodeOutput) ToGetRolloutNodeOutput() GetRolloutNodeOutput {
+	return o
+}
+
+func (o GetRolloutNodeOutput) ToGetRolloutNodeOutputWithContext(ctx context.Context) GetRolloutNodeOutput {
+	return o
+}
+
+func (o GetRolloutNodeOutput) DrainedAt() pulumi.StringOutput {
+	return o.ApplyT(func(v GetRolloutNode) string { return v.DrainedAt }).(pulumi.StringOutput)
+}
+
+func (o GetRolloutNodeOutput) FinishedAt() pulumi.StringOutput {
+	return o.ApplyT(func(v GetRolloutNode) string { return v.FinishedAt }).(pulumi.StringOutput)
+}
+
+func (o GetRolloutNodeOutput) Job() pulumi.StringOutput {
+	return o.ApplyT(func(v GetRolloutNode) string { return v.Job }).(pulumi.StringOutput)
+}
+
+func (o GetRolloutNodeOutput) Maintenance() pulumi.StringOutput {
+	return o.ApplyT(func(v GetRolloutNode) string { return v.Maintenance }).(pulumi.StringOutput)
+}
+
+func (o GetRolloutNodeOutput) Name() pulumi.StringOutput {
+	return o.ApplyT(func(v GetRolloutNode) string { return v.Name }).(pulumi.StringOutput)
+}
+
+func (o GetRolloutNodeOutput) Reason() pulumi.StringOutput {
+	return o.ApplyT(func(v GetRolloutNode) string { return v.Reason }).(pulumi.StringOutput)
+}
+
+func (o GetRolloutNodeOutput) RestoredAt() pulumi.StringOutput {
+	return o.ApplyT(func(v GetRolloutNode) string { return v.RestoredAt }).(pulumi.StringOutput)
+}
+
+func (o GetRolloutNodeOutput) StartedAt() pulumi.StringOutput {
+	return o.ApplyT(func(v GetRolloutNode) string { return v.StartedAt }).(pulumi.StringOutput)
+}
+
+func (o GetRolloutNodeOutput) State() pulumi.StringOutput {
+	return o.ApplyT(func(v GetRolloutNode) string { return v.State }).(pulumi.StringOutput)
+}
+
+func (o GetRolloutNodeOutput) StepFinishedAt() pulumi.StringOutput {
+	return o.ApplyT(func(v GetRolloutNode) string { return v.StepFinishedAt }).(pulumi.StringOutput)
+}
+
+func (o GetRolloutNodeOutput) WaitingFor() pulumi.StringOutput {
+	return o.ApplyT(func(v GetRolloutNode) string { return v.WaitingFor }).(pulumi.StringOutput)
+}
+
+func (o GetRolloutNodeOutput) Wave() pulumi.IntOutput {
+	return o.ApplyT(func(v GetRolloutNode) int { return v.Wave }).(pulumi.IntOutput)
+}
+
+type GetRolloutNodeArrayOutput struct{ *pulumi.OutputState }
+
+func (GetRolloutNodeArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]GetRolloutNode)(nil)).Elem()
+}
+
+func (o GetRolloutNodeArrayOutput) ToGetRolloutNodeArrayOutput() GetRolloutNodeArrayOutput {
+	return o
+}
+
+func (o GetRolloutNodeArrayOutput) ToGetRolloutNodeArrayOutputWithContext(ctx context.Context) GetRolloutNodeArrayOutput {
+	return o
+}
+
+func (o GetRolloutNodeArrayOutput) Index(i pulumi.IntInput) GetRolloutNodeOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) GetRolloutNode {
+		return vs[0].([]GetRolloutNode)[vs[1].(int)]
+	}).(GetRolloutNodeOutput)
+}
+
 func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeMaintenanceConditionInput)(nil)).Elem(), NodeMaintenanceConditionArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeMaintenanceConditionArrayInput)(nil)).Elem(), NodeMaintenanceConditionArray{})
@@ -2188,6 +3128,14 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*OperatorTimeoutsPtrInput)(nil)).Elem(), OperatorTimeoutsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProviderExecInput)(nil)).Elem(), ProviderExecArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProviderExecArrayInput)(nil)).Elem(), ProviderExecArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutDrainInput)(nil)).Elem(), RolloutDrainArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutDrainPtrInput)(nil)).Elem(), RolloutDrainArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutNodeInput)(nil)).Elem(), RolloutNodeArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutNodeArrayInput)(nil)).Elem(), RolloutNodeArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutStepInput)(nil)).Elem(), RolloutStepArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutStepPtrInput)(nil)).Elem(), RolloutStepArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutTimeoutsInput)(nil)).Elem(), RolloutTimeoutsArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutTimeoutsPtrInput)(nil)).Elem(), RolloutTimeoutsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewDrainInput)(nil)).Elem(), GetDrainPreviewDrainArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewDrainPtrInput)(nil)).Elem(), GetDrainPreviewDrainArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewRiskInput)(nil)).Elem(), GetDrainPreviewRiskArgs{})
@@ -2206,6 +3154,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenanceListItemPendingPodsRefArrayInput)(nil)).Elem(), GetNodeMaintenanceListItemPendingPodsRefArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenancePendingPodsRefInput)(nil)).Elem(), GetNodeMaintenancePendingPodsRefArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetNodeMaintenancePendingPodsRefArrayInput)(nil)).Elem(), GetNodeMaintenancePendingPodsRefArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetRolloutNodeInput)(nil)).Elem(), GetRolloutNodeArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*GetRolloutNodeArrayInput)(nil)).Elem(), GetRolloutNodeArray{})
 	pulumi.RegisterOutputType(NodeMaintenanceConditionOutput{})
 	pulumi.RegisterOutputType(NodeMaintenanceConditionArrayOutput{})
 	pulumi.RegisterOutputType(NodeMaintenanceDrainOutput{})
@@ -2218,6 +3168,14 @@ func init() {
 	pulumi.RegisterOutputType(OperatorTimeoutsPtrOutput{})
 	pulumi.RegisterOutputType(ProviderExecOutput{})
 	pulumi.RegisterOutputType(ProviderExecArrayOutput{})
+	pulumi.RegisterOutputType(RolloutDrainOutput{})
+	pulumi.RegisterOutputType(RolloutDrainPtrOutput{})
+	pulumi.RegisterOutputType(RolloutNodeOutput{})
+	pulumi.RegisterOutputType(RolloutNodeArrayOutput{})
+	pulumi.RegisterOutputType(RolloutStepOutput{})
+	pulumi.RegisterOutputType(RolloutStepPtrOutput{})
+	pulumi.RegisterOutputType(RolloutTimeoutsOutput{})
+	pulumi.RegisterOutputType(RolloutTimeoutsPtrOutput{})
 	pulumi.RegisterOutputType(GetDrainPreviewDrainOutput{})
 	pulumi.RegisterOutputType(GetDrainPreviewDrainPtrOutput{})
 	pulumi.RegisterOutputType(GetDrainPreviewRiskOutput{})
@@ -2236,4 +3194,6 @@ func init() {
 	pulumi.RegisterOutputType(GetNodeMaintenanceListItemPendingPodsRefArrayOutput{})
 	pulumi.RegisterOutputType(GetNodeMaintenancePendingPodsRefOutput{})
 	pulumi.RegisterOutputType(GetNodeMaintenancePendingPodsRefArrayOutput{})
+	pulumi.RegisterOutputType(GetRolloutNodeOutput{})
+	pulumi.RegisterOutputType(GetRolloutNodeArrayOutput{})
 }

@@ -167,5 +167,85 @@ export interface ProviderExec {
      */
     env?: pulumi.Input<{[key: string]: pulumi.Input<string>} | undefined>;
 }
+
+export interface RolloutDrain {
+    /**
+     * Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+     */
+    allowControlPlaneNode?: pulumi.Input<boolean | undefined>;
+    /**
+     * Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+     */
+    allowLastSchedulableNode?: pulumi.Input<boolean | undefined>;
+    /**
+     * Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+     */
+    deleteEmptyDirData?: pulumi.Input<boolean | undefined>;
+    /**
+     * Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+     */
+    gracePeriodSeconds?: pulumi.Input<number | undefined>;
+    /**
+     * What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+     */
+    onTimeout?: pulumi.Input<string | undefined>;
+    /**
+     * Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+     */
+    podSelector?: pulumi.Input<string | undefined>;
+    /**
+     * On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+     */
+    skipWaitForDeleteTimeout?: pulumi.Input<string | undefined>;
+    /**
+     * How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+     */
+    timeout?: pulumi.Input<string | undefined>;
+}
+
+export interface RolloutNode {
+    drainedAt: pulumi.Input<string>;
+    finishedAt: pulumi.Input<string>;
+    job: pulumi.Input<string>;
+    maintenance: pulumi.Input<string>;
+    name: pulumi.Input<string>;
+    reason: pulumi.Input<string>;
+    restoredAt: pulumi.Input<string>;
+    startedAt: pulumi.Input<string>;
+    state: pulumi.Input<string>;
+    stepFinishedAt: pulumi.Input<string>;
+    waitingFor: pulumi.Input<string>;
+    wave: pulumi.Input<number>;
+}
+
+export interface RolloutStep {
+    /**
+     * The Job run on each node: a batch/v1 `JobTemplateSpec` (<span pulumi-lang-nodejs="`metadata`" pulumi-lang-dotnet="`Metadata`" pulumi-lang-go="`metadata`" pulumi-lang-python="`metadata`" pulumi-lang-yaml="`metadata`" pulumi-lang-java="`metadata`">`metadata`</span> and <span pulumi-lang-nodejs="`spec`" pulumi-lang-dotnet="`Spec`" pulumi-lang-go="`spec`" pulumi-lang-python="`spec`" pulumi-lang-yaml="`spec`" pulumi-lang-java="`spec`">`spec`</span>, as under a CronJob's `jobTemplate`) in YAML or JSON, e.g. from `yamlencode()`. It must have at least one container; unknown fields are refused at plan time.
+     */
+    jobTemplate: pulumi.Input<string>;
+    /**
+     * Namespace of the step's Jobs. Whoever creates the rollout must be allowed to create Jobs there.
+     */
+    namespace: pulumi.Input<string>;
+    /**
+     * Bounds the step on one node, from its Job's creation, as a Go duration (<span pulumi-lang-nodejs="`15m`" pulumi-lang-dotnet="`15m`" pulumi-lang-go="`15m`" pulumi-lang-python="`15m`" pulumi-lang-yaml="`15m`" pulumi-lang-java="`15m`">`15m`</span>); a step that takes longer fails the node. Without it a step takes as long as it takes.
+     */
+    timeout?: pulumi.Input<string | undefined>;
+}
+
+export interface RolloutTimeouts {
+    /**
+     * How long to wait for the rollout to succeed (default 2h).
+     */
+    create?: pulumi.Input<string | undefined>;
+    /**
+     * How long to wait for every node to be restored (default 30m).
+     */
+    delete?: pulumi.Input<string | undefined>;
+    /**
+     * How long an update waits for the rollout to pause or to succeed (default 2h).
+     */
+    update?: pulumi.Input<string | undefined>;
+}
 export namespace config {
 }

@@ -9,9 +9,11 @@ import typing
 from .get_drain_preview import *
 from .get_node_maintenance import *
 from .get_node_maintenance_list import *
+from .get_rollout import *
 from .node_maintenance import *
 from .operator import *
 from .provider import *
+from .rollout import *
 from ._inputs import *
 from . import outputs
 
@@ -39,6 +41,14 @@ _utilities.register(
   "fqn": "pulumi_nodemaintenance",
   "classes": {
    "nodemaintenance:index/operator:Operator": "Operator"
+  }
+ },
+ {
+  "pkg": "nodemaintenance",
+  "mod": "index/rollout",
+  "fqn": "pulumi_nodemaintenance",
+  "classes": {
+   "nodemaintenance:index/rollout:Rollout": "Rollout"
   }
  }
 ]

@@ -27,6 +27,14 @@ __all__ = [
     'OperatorTimeoutsArgsDict',
     'ProviderExecArgs',
     'ProviderExecArgsDict',
+    'RolloutDrainArgs',
+    'RolloutDrainArgsDict',
+    'RolloutNodeArgs',
+    'RolloutNodeArgsDict',
+    'RolloutStepArgs',
+    'RolloutStepArgsDict',
+    'RolloutTimeoutsArgs',
+    'RolloutTimeoutsArgsDict',
     'GetDrainPreviewDrainArgs',
     'GetDrainPreviewDrainArgsDict',
 ]
@@ -501,6 +509,462 @@ class ProviderExecArgs:
     @env.setter
     def env(self, value: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]]):
         pulumi.set(self, "env", value)
+
+
+class RolloutDrainArgsDict(TypedDict):
+    allow_control_plane_node: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+    """
+    allow_last_schedulable_node: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+    """
+    delete_empty_dir_data: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+    """
+    grace_period_seconds: NotRequired[pulumi.Input[Optional[_builtins.int]]]
+    """
+    Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+    """
+    on_timeout: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+    """
+    pod_selector: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+    """
+    skip_wait_for_delete_timeout: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+    """
+    timeout: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+    """
+
+@pulumi.input_type
+class RolloutDrainArgs:
+    def __init__(__self__, *,
+                 allow_control_plane_node: pulumi.Input[Optional[_builtins.bool]] = None,
+                 allow_last_schedulable_node: pulumi.Input[Optional[_builtins.bool]] = None,
+                 delete_empty_dir_data: pulumi.Input[Optional[_builtins.bool]] = None,
+                 grace_period_seconds: pulumi.Input[Optional[_builtins.int]] = None,
+                 on_timeout: pulumi.Input[Optional[_builtins.str]] = None,
+                 pod_selector: pulumi.Input[Optional[_builtins.str]] = None,
+                 skip_wait_for_delete_timeout: pulumi.Input[Optional[_builtins.str]] = None,
+                 timeout: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        :param pulumi.Input[_builtins.bool] allow_control_plane_node: Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+        :param pulumi.Input[_builtins.bool] allow_last_schedulable_node: Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+        :param pulumi.Input[_builtins.bool] delete_empty_dir_data: Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+        :param pulumi.Input[_builtins.int] grace_period_seconds: Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+        :param pulumi.Input[_builtins.str] on_timeout: What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+        :param pulumi.Input[_builtins.str] pod_selector: Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+        :param pulumi.Input[_builtins.str] skip_wait_for_delete_timeout: On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+        :param pulumi.Input[_builtins.str] timeout: How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+        """
+        if allow_control_plane_node is not None:
+            pulumi.set(__self__, "allow_control_plane_node", allow_control_plane_node)
+        if allow_last_schedulable_node is not None:
+            pulumi.set(__self__, "allow_last_schedulable_node", allow_last_schedulable_node)
+        if delete_empty_dir_data is not None:
+            pulumi.set(__self__, "delete_empty_dir_data", delete_empty_dir_data)
+        if grace_period_seconds is not None:
+            pulumi.set(__self__, "grace_period_seconds", grace_period_seconds)
+        if on_timeout is not None:
+            pulumi.set(__self__, "on_timeout", on_timeout)
+        if pod_selector is not None:
+            pulumi.set(__self__, "pod_selector", pod_selector)
+        if skip_wait_for_delete_timeout is not None:
+            pulumi.set(__self__, "skip_wait_for_delete_timeout", skip_wait_for_delete_timeout)
+        if timeout is not None:
+            pulumi.set(__self__, "timeout", timeout)
+
+    @_builtins.property
+    @pulumi.getter(name="allowControlPlaneNode")
+    def allow_control_plane_node(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+        """
+        return pulumi.get(self, "allow_control_plane_node")
+
+    @allow_control_plane_node.setter
+    def allow_control_plane_node(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "allow_control_plane_node", value)
+
+    @_builtins.property
+    @pulumi.getter(name="allowLastSchedulableNode")
+    def allow_last_schedulable_node(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+        """
+        return pulumi.get(self, "allow_last_schedulable_node")
+
+    @allow_last_schedulable_node.setter
+    def allow_last_schedulable_node(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "allow_last_schedulable_node", value)
+
+    @_builtins.property
+    @pulumi.getter(name="deleteEmptyDirData")
+    def delete_empty_dir_data(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+        """
+        return pulumi.get(self, "delete_empty_dir_data")
+
+    @delete_empty_dir_data.setter
+    def delete_empty_dir_data(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "delete_empty_dir_data", value)
+
+    @_builtins.property
+    @pulumi.getter(name="gracePeriodSeconds")
+    def grace_period_seconds(self) -> pulumi.Input[Optional[_builtins.int]]:
+        """
+        Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+        """
+        return pulumi.get(self, "grace_period_seconds")
+
+    @grace_period_seconds.setter
+    def grace_period_seconds(self, value: pulumi.Input[Optional[_builtins.int]]):
+        pulumi.set(self, "grace_period_seconds", value)
+
+    @_builtins.property
+    @pulumi.getter(name="onTimeout")
+    def on_timeout(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+        """
+        return pulumi.get(self, "on_timeout")
+
+    @on_timeout.setter
+    def on_timeout(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "on_timeout", value)
+
+    @_builtins.property
+    @pulumi.getter(name="podSelector")
+    def pod_selector(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+        """
+        return pulumi.get(self, "pod_selector")
+
+    @pod_selector.setter
+    def pod_selector(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "pod_selector", value)
+
+    @_builtins.property
+    @pulumi.getter(name="skipWaitForDeleteTimeout")
+    def skip_wait_for_delete_timeout(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+        """
+        return pulumi.get(self, "skip_wait_for_delete_timeout")
+
+    @skip_wait_for_delete_timeout.setter
+    def skip_wait_for_delete_timeout(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "skip_wait_for_delete_timeout", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def timeout(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+        """
+        return pulumi.get(self, "timeout")
+
+    @timeout.setter
+    def timeout(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "timeout", value)
+
+
+class RolloutNodeArgsDict(TypedDict):
+    drained_at: pulumi.Input[_builtins.str]
+    finished_at: pulumi.Input[_builtins.str]
+    job: pulumi.Input[_builtins.str]
+    maintenance: pulumi.Input[_builtins.str]
+    name: pulumi.Input[_builtins.str]
+    reason: pulumi.Input[_builtins.str]
+    restored_at: pulumi.Input[_builtins.str]
+    started_at: pulumi.Input[_builtins.str]
+    state: pulumi.Input[_builtins.str]
+    step_finished_at: pulumi.Input[_builtins.str]
+    waiting_for: pulumi.Input[_builtins.str]
+    wave: pulumi.Input[_builtins.int]
+
+@pulumi.input_type
+class RolloutNodeArgs:
+    def __init__(__self__, *,
+                 drained_at: pulumi.Input[_builtins.str],
+                 finished_at: pulumi.Input[_builtins.str],
+                 job: pulumi.Input[_builtins.str],
+                 maintenance: pulumi.Input[_builtins.str],
+                 name: pulumi.Input[_builtins.str],
+                 reason: pulumi.Input[_builtins.str],
+                 restored_at: pulumi.Input[_builtins.str],
+                 started_at: pulumi.Input[_builtins.str],
+                 state: pulumi.Input[_builtins.str],
+                 step_finished_at: pulumi.Input[_builtins.str],
+                 waiting_for: pulumi.Input[_builtins.str],
+                 wave: pulumi.Input[_builtins.int]):
+        pulumi.set(__self__, "drained_at", drained_at)
+        pulumi.set(__self__, "finished_at", finished_at)
+        pulumi.set(__self__, "job", job)
+        pulumi.set(__self__, "maintenance", maintenance)
+        pulumi.set(__self__, "name", name)
+        pulumi.set(__self__, "reason", reason)
+        pulumi.set(__self__, "restored_at", restored_at)
+        pulumi.set(__self__, "started_at", started_at)
+        pulumi.set(__self__, "state", state)
+        pulumi.set(__self__, "step_finished_at", step_finished_at)
+        pulumi.set(__self__, "waiting_for", waiting_for)
+        pulumi.set(__self__, "wave", wave)
+
+    @_builtins.property
+    @pulumi.getter(name="drainedAt")
+    def drained_at(self) -> pulumi.Input[_builtins.str]:
+        return pulumi.get(self, "drained_at")
+
+    @drained_at.setter
+    def drained_at(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "drained_at", value)
+
+    @_builtins.property
+    @pulumi.getter(name="finishedAt")
+    def finished_at(self) -> pulumi.Input[_builtins.str]:
+        return pulumi.get(self, "finished_at")
+
+    @finished_at.setter
+    def finished_at(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "finished_at", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def job(self) -> pulumi.Input[_builtins.str]:
+        return pulumi.get(self, "job")
+
+    @job.setter
+    def job(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "job", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def maintenance(self) -> pulumi.Input[_builtins.str]:
+        return pulumi.get(self, "maintenance")
+
+    @maintenance.setter
+    def maintenance(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "maintenance", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def name(self) -> pulumi.Input[_builtins.str]:
+        return pulumi.get(self, "name")
+
+    @name.setter
+    def name(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "name", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def reason(self) -> pulumi.Input[_builtins.str]:
+        return pulumi.get(self, "reason")
+
+    @reason.setter
+    def reason(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "reason", value)
+
+    @_builtins.property
+    @pulumi.getter(name="restoredAt")
+    def restored_at(self) -> pulumi.Input[_builtins.str]:
+        return pulumi.get(self, "restored_at")
+
+    @restored_at.setter
+    def restored_at(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "restored_at", value)
+
+    @_builtins.property
+    @pulumi.getter(name="startedAt")
+    def started_at(self) -> pulumi.Input[_builtins.str]:
+        return pulumi.get(self, "started_at")
+
+    @started_at.setter
+    def started_at(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "started_at", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def state(self) -> pulumi.Input[_builtins.str]:
+        return pulumi.get(self, "state")
+
+    @state.setter
+    def state(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "state", value)
+
+    @_builtins.property
+    @pulumi.getter(name="stepFinishedAt")
+    def step_finished_at(self) -> pulumi.Input[_builtins.str]:
+        return pulumi.get(self, "step_finished_at")
+
+    @step_finished_at.setter
+    def step_finished_at(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "step_finished_at", value)
+
+    @_builtins.property
+    @pulumi.getter(name="waitingFor")
+    def waiting_for(self) -> pulumi.Input[_builtins.str]:
+        return pulumi.get(self, "waiting_for")
+
+    @waiting_for.setter
+    def waiting_for(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "waiting_for", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def wave(self) -> pulumi.Input[_builtins.int]:
+        return pulumi.get(self, "wave")
+
+    @wave.setter
+    def wave(self, value: pulumi.Input[_builtins.int]):
+        pulumi.set(self, "wave", value)
+
+
+class RolloutStepArgsDict(TypedDict):
+    job_template: pulumi.Input[_builtins.str]
+    """
+    The Job run on each node: a batch/v1 `JobTemplateSpec` (<span pulumi-lang-nodejs="`metadata`" pulumi-lang-dotnet="`Metadata`" pulumi-lang-go="`metadata`" pulumi-lang-python="`metadata`" pulumi-lang-yaml="`metadata`" pulumi-lang-java="`metadata`">`metadata`</span> and <span pulumi-lang-nodejs="`spec`" pulumi-lang-dotnet="`Spec`" pulumi-lang-go="`spec`" pulumi-lang-python="`spec`" pulumi-lang-yaml="`spec`" pulumi-lang-java="`spec`">`spec`</span>, as under a CronJob's `jobTemplate`) in YAML or JSON, e.g. from `yamlencode()`. It must have at least one container; unknown fields are refused at plan time.
+    """
+    namespace: pulumi.Input[_builtins.str]
+    """
+    Namespace of the step's Jobs. Whoever creates the rollout must be allowed to create Jobs there.
+    """
+    timeout: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Bounds the step on one node, from its Job's creation, as a Go duration (<span pulumi-lang-nodejs="`15m`" pulumi-lang-dotnet="`15m`" pulumi-lang-go="`15m`" pulumi-lang-python="`15m`" pulumi-lang-yaml="`15m`" pulumi-lang-java="`15m`">`15m`</span>); a step that takes longer fails the node. Without it a step takes as long as it takes.
+    """
+
+@pulumi.input_type
+class RolloutStepArgs:
+    def __init__(__self__, *,
+                 job_template: pulumi.Input[_builtins.str],
+                 namespace: pulumi.Input[_builtins.str],
+                 timeout: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        :param pulumi.Input[_builtins.str] job_template: The Job run on each node: a batch/v1 `JobTemplateSpec` (<span pulumi-lang-nodejs="`metadata`" pulumi-lang-dotnet="`Metadata`" pulumi-lang-go="`metadata`" pulumi-lang-python="`metadata`" pulumi-lang-yaml="`metadata`" pulumi-lang-java="`metadata`">`metadata`</span> and <span pulumi-lang-nodejs="`spec`" pulumi-lang-dotnet="`Spec`" pulumi-lang-go="`spec`" pulumi-lang-python="`spec`" pulumi-lang-yaml="`spec`" pulumi-lang-java="`spec`">`spec`</span>, as under a CronJob's `jobTemplate`) in YAML or JSON, e.g. from `yamlencode()`. It must have at least one container; unknown fields are refused at plan time.
+        :param pulumi.Input[_builtins.str] namespace: Namespace of the step's Jobs. Whoever creates the rollout must be allowed to create Jobs there.
+        :param pulumi.Input[_builtins.str] timeout: Bounds the step on one node, from its Job's creation, as a Go duration (<span pulumi-lang-nodejs="`15m`" pulumi-lang-dotnet="`15m`" pulumi-lang-go="`15m`" pulumi-lang-python="`15m`" pulumi-lang-yaml="`15m`" pulumi-lang-java="`15m`">`15m`</span>); a step that takes longer fails the node. Without it a step takes as long as it takes.
+        """
+        pulumi.set(__self__, "job_template", job_template)
+        pulumi.set(__self__, "namespace", namespace)
+        if timeout is not None:
+            pulumi.set(__self__, "timeout", timeout)
+
+    @_builtins.property
+    @pulumi.getter(name="jobTemplate")
+    def job_template(self) -> pulumi.Input[_builtins.str]:
+        """
+        The Job run on each node: a batch/v1 `JobTemplateSpec` (<span pulumi-lang-nodejs="`metadata`" pulumi-lang-dotnet="`Metadata`" pulumi-lang-go="`metadata`" pulumi-lang-python="`metadata`" pulumi-lang-yaml="`metadata`" pulumi-lang-java="`metadata`">`metadata`</span> and <span pulumi-lang-nodejs="`spec`" pulumi-lang-dotnet="`Spec`" pulumi-lang-go="`spec`" pulumi-lang-python="`spec`" pulumi-lang-yaml="`spec`" pulumi-lang-java="`spec`">`spec`</span>, as under a CronJob's `jobTemplate`) in YAML or JSON, e.g. from `yamlencode()`. It must have at least one container; unknown fields are refused at plan time.
+        """
+        return pulumi.get(self, "job_template")
+
+    @job_template.setter
+    def job_template(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "job_template", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def namespace(self) -> pulumi.Input[_builtins.str]:
+        """
+        Namespace of the step's Jobs. Whoever creates the rollout must be allowed to create Jobs there.
+        """
+        return pulumi.get(self, "namespace")
+
+    @namespace.setter
+    def namespace(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "namespace", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def timeout(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Bounds the step on one node, from its Job's creation, as a Go duration (<span pulumi-lang-nodejs="`15m`" pulumi-lang-dotnet="`15m`" pulumi-lang-go="`15m`" pulumi-lang-python="`15m`" pulumi-lang-yaml="`15m`" pulumi-lang-java="`15m`">`15m`</span>); a step that takes longer fails the node. Without it a step takes as long as it takes.
+        """
+        return pulumi.get(self, "timeout")
+
+    @timeout.setter
+    def timeout(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "timeout", value)
+
+
+class RolloutTimeoutsArgsDict(TypedDict):
+    create: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    How long to wait for the rollout to succeed (default 2h).
+    """
+    delete: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    How long to wait for every node to be restored (default 30m).
+    """
+    update: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    How long an update waits for the rollout to pause or to succeed (default 2h).
+    """
+
+@pulumi.input_type
+class RolloutTimeoutsArgs:
+    def __init__(__self__, *,
+                 create: pulumi.Input[Optional[_builtins.str]] = None,
+                 delete: pulumi.Input[Optional[_builtins.str]] = None,
+                 update: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        :param pulumi.Input[_builtins.str] create: How long to wait for the rollout to succeed (default 2h).
+        :param pulumi.Input[_builtins.str] delete: How long to wait for every node to be restored (default 30m).
+        :param pulumi.Input[_builtins.str] update: How long an update waits for the rollout to pause or to succeed (default 2h).
+        """
+        if create is not None:
+            pulumi.set(__self__, "create", create)
+        if delete is not None:
+            pulumi.set(__self__, "delete", delete)
+        if update is not None:
+            pulumi.set(__self__, "update", update)
+
+    @_builtins.property
+    @pulumi.getter
+    def create(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        How long to wait for the rollout to succeed (default 2h).
+        """
+        return pulumi.get(self, "create")
+
+    @create.setter
+    def create(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "create", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def delete(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        How long to wait for every node to be restored (default 30m).
+        """
+        return pulumi.get(self, "delete")
+
+    @delete.setter
+    def delete(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "delete", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def update(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        How long an update waits for the rollout to pause or to succeed (default 2h).
+        """
+        return pulumi.get(self, "update")
+
+    @update.setter
+    def update(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "update", value)
 
 
 class GetDrainPreviewDrainArgsDict(TypedDict):

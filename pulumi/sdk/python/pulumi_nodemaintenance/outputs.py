@@ -21,6 +21,10 @@ __all__ = [
     'NodeMaintenancePendingPodsRef',
     'NodeMaintenanceTimeouts',
     'OperatorTimeouts',
+    'RolloutDrain',
+    'RolloutNode',
+    'RolloutStep',
+    'RolloutTimeouts',
     'GetDrainPreviewDrainResult',
     'GetDrainPreviewRiskResult',
     'GetDrainPreviewSkipResult',
@@ -30,6 +34,7 @@ __all__ = [
     'GetNodeMaintenanceListItemConditionResult',
     'GetNodeMaintenanceListItemPendingPodsRefResult',
     'GetNodeMaintenancePendingPodsRefResult',
+    'GetRolloutNodeResult',
 ]
 
 @pulumi.output_type
@@ -310,6 +315,355 @@ class OperatorTimeouts(dict):
     def update(self) -> Optional[_builtins.str]:
         """
         A string that can be [parsed as a duration](https://pkg.go.dev/time#ParseDuration) consisting of numbers and unit suffixes, such as "30s" or "2h45m". Valid time units are "s" (seconds), "m" (minutes), "h" (hours).
+        """
+        return pulumi.get(self, "update")
+
+
+@pulumi.output_type
+class RolloutDrain(dict):
+    @staticmethod
+    def __key_warning(key: str):
+        suggest = None
+        if key == "allowControlPlaneNode":
+            suggest = "allow_control_plane_node"
+        elif key == "allowLastSchedulableNode":
+            suggest = "allow_last_schedulable_node"
+        elif key == "deleteEmptyDirData":
+            suggest = "delete_empty_dir_data"
+        elif key == "gracePeriodSeconds":
+            suggest = "grace_period_seconds"
+        elif key == "onTimeout":
+            suggest = "on_timeout"
+        elif key == "podSelector":
+            suggest = "pod_selector"
+        elif key == "skipWaitForDeleteTimeout":
+            suggest = "skip_wait_for_delete_timeout"
+
+        if suggest:
+            pulumi.log.warn(f"Key '{key}' not found in RolloutDrain. Access the value via the '{suggest}' property getter instead.")
+
+    def __getitem__(self, key: str) -> Any:
+        RolloutDrain.__key_warning(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default = None) -> Any:
+        RolloutDrain.__key_warning(key)
+        return super().get(key, default)
+
+    def __init__(__self__, *,
+                 allow_control_plane_node: Optional[_builtins.bool] = None,
+                 allow_last_schedulable_node: Optional[_builtins.bool] = None,
+                 delete_empty_dir_data: Optional[_builtins.bool] = None,
+                 grace_period_seconds: Optional[_builtins.int] = None,
+                 on_timeout: Optional[_builtins.str] = None,
+                 pod_selector: Optional[_builtins.str] = None,
+                 skip_wait_for_delete_timeout: Optional[_builtins.str] = None,
+                 timeout: Optional[_builtins.str] = None):
+        """
+        :param _builtins.bool allow_control_plane_node: Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+        :param _builtins.bool allow_last_schedulable_node: Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+        :param _builtins.bool delete_empty_dir_data: Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+        :param _builtins.int grace_period_seconds: Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+        :param _builtins.str on_timeout: What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+        :param _builtins.str pod_selector: Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+        :param _builtins.str skip_wait_for_delete_timeout: On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+        :param _builtins.str timeout: How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+        """
+        if allow_control_plane_node is not None:
+            pulumi.set(__self__, "allow_control_plane_node", allow_control_plane_node)
+        if allow_last_schedulable_node is not None:
+            pulumi.set(__self__, "allow_last_schedulable_node", allow_last_schedulable_node)
+        if delete_empty_dir_data is not None:
+            pulumi.set(__self__, "delete_empty_dir_data", delete_empty_dir_data)
+        if grace_period_seconds is not None:
+            pulumi.set(__self__, "grace_period_seconds", grace_period_seconds)
+        if on_timeout is not None:
+            pulumi.set(__self__, "on_timeout", on_timeout)
+        if pod_selector is not None:
+            pulumi.set(__self__, "pod_selector", pod_selector)
+        if skip_wait_for_delete_timeout is not None:
+            pulumi.set(__self__, "skip_wait_for_delete_timeout", skip_wait_for_delete_timeout)
+        if timeout is not None:
+            pulumi.set(__self__, "timeout", timeout)
+
+    @_builtins.property
+    @pulumi.getter(name="allowControlPlaneNode")
+    def allow_control_plane_node(self) -> Optional[_builtins.bool]:
+        """
+        Allows the maintenance of a control-plane node (labelled `node-role.kubernetes.io/control-plane`), which is refused without it: draining one takes a member of the control plane away.
+        """
+        return pulumi.get(self, "allow_control_plane_node")
+
+    @_builtins.property
+    @pulumi.getter(name="allowLastSchedulableNode")
+    def allow_last_schedulable_node(self) -> Optional[_builtins.bool]:
+        """
+        Allows the maintenance of the last schedulable node of the cluster (no other node is Ready, uncordoned and free of `NoSchedule`/`NoExecute` taints), which is refused without it: the evicted pods would have nowhere to go.
+        """
+        return pulumi.get(self, "allow_last_schedulable_node")
+
+    @_builtins.property
+    @pulumi.getter(name="deleteEmptyDirData")
+    def delete_empty_dir_data(self) -> Optional[_builtins.bool]:
+        """
+        Whether pods with `emptyDir` volumes are evicted, their data lost: <span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span> when left out, as `kubectl drain --delete-emptydir-data`. <span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span> leaves the running ones on the node, as `kubectl drain` without the flag: the drain waits for them and says why (<span pulumi-lang-nodejs="`lastError`" pulumi-lang-dotnet="`LastError`" pulumi-lang-go="`lastError`" pulumi-lang-python="`last_error`" pulumi-lang-yaml="`lastError`" pulumi-lang-java="`lastError`">`last_error`</span>), until they are deleted by other means or <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span> applies.
+        """
+        return pulumi.get(self, "delete_empty_dir_data")
+
+    @_builtins.property
+    @pulumi.getter(name="gracePeriodSeconds")
+    def grace_period_seconds(self) -> Optional[_builtins.int]:
+        """
+        Overrides each evicted pod's termination grace period, as `kubectl drain --grace-period`; without it each pod gets its own.
+        """
+        return pulumi.get(self, "grace_period_seconds")
+
+    @_builtins.property
+    @pulumi.getter(name="onTimeout")
+    def on_timeout(self) -> Optional[_builtins.str]:
+        """
+        What happens at the timeout: `Fail` (the default: apply fails, the node stays cordoned, and the resource is kept tainted so that destroy restores it), `Restore` (the operator restores the node at once; apply fails, the NodeMaintenance is deleted and the resource is not kept, so the next apply tries again) or `Force` (the pods left are deleted past their PodDisruptionBudgets and the drain finishes; needs <span pulumi-lang-nodejs="`allowForceDrain`" pulumi-lang-dotnet="`AllowForceDrain`" pulumi-lang-go="`allowForceDrain`" pulumi-lang-python="`allow_force_drain`" pulumi-lang-yaml="`allowForceDrain`" pulumi-lang-java="`allowForceDrain`">`allow_force_drain`</span> on the operator).
+        """
+        return pulumi.get(self, "on_timeout")
+
+    @_builtins.property
+    @pulumi.getter(name="podSelector")
+    def pod_selector(self) -> Optional[_builtins.str]:
+        """
+        Only the pods this label selector matches are evicted, as `kubectl drain --pod-selector` (e.g. `tier=batch,env!=prod`); the others stay on the node.
+        """
+        return pulumi.get(self, "pod_selector")
+
+    @_builtins.property
+    @pulumi.getter(name="skipWaitForDeleteTimeout")
+    def skip_wait_for_delete_timeout(self) -> Optional[_builtins.str]:
+        """
+        On a node that is not Ready, a pod whose deletion was due longer ago than this Go duration counts as gone, as `kubectl drain --skip-wait-for-delete-timeout`, so that the maintenance of a dead node can finish.
+        """
+        return pulumi.get(self, "skip_wait_for_delete_timeout")
+
+    @_builtins.property
+    @pulumi.getter
+    def timeout(self) -> Optional[_builtins.str]:
+        """
+        How long the operator tries to drain, from the cordon, as a Go duration (<span pulumi-lang-nodejs="`30m`" pulumi-lang-dotnet="`30m`" pulumi-lang-go="`30m`" pulumi-lang-python="`30m`" pulumi-lang-yaml="`30m`" pulumi-lang-java="`30m`">`30m`</span>, <span pulumi-lang-nodejs="`1h30m`" pulumi-lang-dotnet="`1h30m`" pulumi-lang-go="`1h30m`" pulumi-lang-python="`1h30m`" pulumi-lang-yaml="`1h30m`" pulumi-lang-java="`1h30m`">`1h30m`</span>); then <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> applies. Keep it below the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout, so that the operator's outcome, not the apply's wait, ends the apply.
+        """
+        return pulumi.get(self, "timeout")
+
+
+@pulumi.output_type
+class RolloutNode(dict):
+    @staticmethod
+    def __key_warning(key: str):
+        suggest = None
+        if key == "drainedAt":
+            suggest = "drained_at"
+        elif key == "finishedAt":
+            suggest = "finished_at"
+        elif key == "restoredAt":
+            suggest = "restored_at"
+        elif key == "startedAt":
+            suggest = "started_at"
+        elif key == "stepFinishedAt":
+            suggest = "step_finished_at"
+        elif key == "waitingFor":
+            suggest = "waiting_for"
+
+        if suggest:
+            pulumi.log.warn(f"Key '{key}' not found in RolloutNode. Access the value via the '{suggest}' property getter instead.")
+
+    def __getitem__(self, key: str) -> Any:
+        RolloutNode.__key_warning(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default = None) -> Any:
+        RolloutNode.__key_warning(key)
+        return super().get(key, default)
+
+    def __init__(__self__, *,
+                 drained_at: _builtins.str,
+                 finished_at: _builtins.str,
+                 job: _builtins.str,
+                 maintenance: _builtins.str,
+                 name: _builtins.str,
+                 reason: _builtins.str,
+                 restored_at: _builtins.str,
+                 started_at: _builtins.str,
+                 state: _builtins.str,
+                 step_finished_at: _builtins.str,
+                 waiting_for: _builtins.str,
+                 wave: _builtins.int):
+        pulumi.set(__self__, "drained_at", drained_at)
+        pulumi.set(__self__, "finished_at", finished_at)
+        pulumi.set(__self__, "job", job)
+        pulumi.set(__self__, "maintenance", maintenance)
+        pulumi.set(__self__, "name", name)
+        pulumi.set(__self__, "reason", reason)
+        pulumi.set(__self__, "restored_at", restored_at)
+        pulumi.set(__self__, "started_at", started_at)
+        pulumi.set(__self__, "state", state)
+        pulumi.set(__self__, "step_finished_at", step_finished_at)
+        pulumi.set(__self__, "waiting_for", waiting_for)
+        pulumi.set(__self__, "wave", wave)
+
+    @_builtins.property
+    @pulumi.getter(name="drainedAt")
+    def drained_at(self) -> _builtins.str:
+        return pulumi.get(self, "drained_at")
+
+    @_builtins.property
+    @pulumi.getter(name="finishedAt")
+    def finished_at(self) -> _builtins.str:
+        return pulumi.get(self, "finished_at")
+
+    @_builtins.property
+    @pulumi.getter
+    def job(self) -> _builtins.str:
+        return pulumi.get(self, "job")
+
+    @_builtins.property
+    @pulumi.getter
+    def maintenance(self) -> _builtins.str:
+        return pulumi.get(self, "maintenance")
+
+    @_builtins.property
+    @pulumi.getter
+    def name(self) -> _builtins.str:
+        return pulumi.get(self, "name")
+
+    @_builtins.property
+    @pulumi.getter
+    def reason(self) -> _builtins.str:
+        return pulumi.get(self, "reason")
+
+    @_builtins.property
+    @pulumi.getter(name="restoredAt")
+    def restored_at(self) -> _builtins.str:
+        return pulumi.get(self, "restored_at")
+
+    @_builtins.property
+    @pulumi.getter(name="startedAt")
+    def started_at(self) -> _builtins.str:
+        return pulumi.get(self, "started_at")
+
+    @_builtins.property
+    @pulumi.getter
+    def state(self) -> _builtins.str:
+        return pulumi.get(self, "state")
+
+    @_builtins.property
+    @pulumi.getter(name="stepFinishedAt")
+    def step_finished_at(self) -> _builtins.str:
+        return pulumi.get(self, "step_finished_at")
+
+    @_builtins.property
+    @pulumi.getter(name="waitingFor")
+    def waiting_for(self) -> _builtins.str:
+        return pulumi.get(self, "waiting_for")
+
+    @_builtins.property
+    @pulumi.getter
+    def wave(self) -> _builtins.int:
+        return pulumi.get(self, "wave")
+
+
+@pulumi.output_type
+class RolloutStep(dict):
+    @staticmethod
+    def __key_warning(key: str):
+        suggest = None
+        if key == "jobTemplate":
+            suggest = "job_template"
+
+        if suggest:
+            pulumi.log.warn(f"Key '{key}' not found in RolloutStep. Access the value via the '{suggest}' property getter instead.")
+
+    def __getitem__(self, key: str) -> Any:
+        RolloutStep.__key_warning(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default = None) -> Any:
+        RolloutStep.__key_warning(key)
+        return super().get(key, default)
+
+    def __init__(__self__, *,
+                 job_template: _builtins.str,
+                 namespace: _builtins.str,
+                 timeout: Optional[_builtins.str] = None):
+        """
+        :param _builtins.str job_template: The Job run on each node: a batch/v1 `JobTemplateSpec` (<span pulumi-lang-nodejs="`metadata`" pulumi-lang-dotnet="`Metadata`" pulumi-lang-go="`metadata`" pulumi-lang-python="`metadata`" pulumi-lang-yaml="`metadata`" pulumi-lang-java="`metadata`">`metadata`</span> and <span pulumi-lang-nodejs="`spec`" pulumi-lang-dotnet="`Spec`" pulumi-lang-go="`spec`" pulumi-lang-python="`spec`" pulumi-lang-yaml="`spec`" pulumi-lang-java="`spec`">`spec`</span>, as under a CronJob's `jobTemplate`) in YAML or JSON, e.g. from `yamlencode()`. It must have at least one container; unknown fields are refused at plan time.
+        :param _builtins.str namespace: Namespace of the step's Jobs. Whoever creates the rollout must be allowed to create Jobs there.
+        :param _builtins.str timeout: Bounds the step on one node, from its Job's creation, as a Go duration (<span pulumi-lang-nodejs="`15m`" pulumi-lang-dotnet="`15m`" pulumi-lang-go="`15m`" pulumi-lang-python="`15m`" pulumi-lang-yaml="`15m`" pulumi-lang-java="`15m`">`15m`</span>); a step that takes longer fails the node. Without it a step takes as long as it takes.
+        """
+        pulumi.set(__self__, "job_template", job_template)
+        pulumi.set(__self__, "namespace", namespace)
+        if timeout is not None:
+            pulumi.set(__self__, "timeout", timeout)
+
+    @_builtins.property
+    @pulumi.getter(name="jobTemplate")
+    def job_template(self) -> _builtins.str:
+        """
+        The Job run on each node: a batch/v1 `JobTemplateSpec` (<span pulumi-lang-nodejs="`metadata`" pulumi-lang-dotnet="`Metadata`" pulumi-lang-go="`metadata`" pulumi-lang-python="`metadata`" pulumi-lang-yaml="`metadata`" pulumi-lang-java="`metadata`">`metadata`</span> and <span pulumi-lang-nodejs="`spec`" pulumi-lang-dotnet="`Spec`" pulumi-lang-go="`spec`" pulumi-lang-python="`spec`" pulumi-lang-yaml="`spec`" pulumi-lang-java="`spec`">`spec`</span>, as under a CronJob's `jobTemplate`) in YAML or JSON, e.g. from `yamlencode()`. It must have at least one container; unknown fields are refused at plan time.
+        """
+        return pulumi.get(self, "job_template")
+
+    @_builtins.property
+    @pulumi.getter
+    def namespace(self) -> _builtins.str:
+        """
+        Namespace of the step's Jobs. Whoever creates the rollout must be allowed to create Jobs there.
+        """
+        return pulumi.get(self, "namespace")
+
+    @_builtins.property
+    @pulumi.getter
+    def timeout(self) -> Optional[_builtins.str]:
+        """
+        Bounds the step on one node, from its Job's creation, as a Go duration (<span pulumi-lang-nodejs="`15m`" pulumi-lang-dotnet="`15m`" pulumi-lang-go="`15m`" pulumi-lang-python="`15m`" pulumi-lang-yaml="`15m`" pulumi-lang-java="`15m`">`15m`</span>); a step that takes longer fails the node. Without it a step takes as long as it takes.
+        """
+        return pulumi.get(self, "timeout")
+
+
+@pulumi.output_type
+class RolloutTimeouts(dict):
+    def __init__(__self__, *,
+                 create: Optional[_builtins.str] = None,
+                 delete: Optional[_builtins.str] = None,
+                 update: Optional[_builtins.str] = None):
+        """
+        :param _builtins.str create: How long to wait for the rollout to succeed (default 2h).
+        :param _builtins.str delete: How long to wait for every node to be restored (default 30m).
+        :param _builtins.str update: How long an update waits for the rollout to pause or to succeed (default 2h).
+        """
+        if create is not None:
+            pulumi.set(__self__, "create", create)
+        if delete is not None:
+            pulumi.set(__self__, "delete", delete)
+        if update is not None:
+            pulumi.set(__self__, "update", update)
+
+    @_builtins.property
+    @pulumi.getter
+    def create(self) -> Optional[_builtins.str]:
+        """
+        How long to wait for the rollout to succeed (default 2h).
+        """
+        return pulumi.get(self, "create")
+
+    @_builtins.property
+    @pulumi.getter
+    def delete(self) -> Optional[_builtins.str]:
+        """
+        How long to wait for every node to be restored (default 30m).
+        """
+        return pulumi.get(self, "delete")
+
+    @_builtins.property
+    @pulumi.getter
+    def update(self) -> Optional[_builtins.str]:
+        """
+        How long an update waits for the rollout to pause or to succeed (default 2h).
         """
         return pulumi.get(self, "update")
 
@@ -749,5 +1103,94 @@ class GetNodeMaintenancePendingPodsRefResult(dict):
     @pulumi.getter
     def namespace(self) -> _builtins.str:
         return pulumi.get(self, "namespace")
+
+
+@pulumi.output_type
+class GetRolloutNodeResult(dict):
+    def __init__(__self__, *,
+                 drained_at: _builtins.str,
+                 finished_at: _builtins.str,
+                 job: _builtins.str,
+                 maintenance: _builtins.str,
+                 name: _builtins.str,
+                 reason: _builtins.str,
+                 restored_at: _builtins.str,
+                 started_at: _builtins.str,
+                 state: _builtins.str,
+                 step_finished_at: _builtins.str,
+                 waiting_for: _builtins.str,
+                 wave: _builtins.int):
+        pulumi.set(__self__, "drained_at", drained_at)
+        pulumi.set(__self__, "finished_at", finished_at)
+        pulumi.set(__self__, "job", job)
+        pulumi.set(__self__, "maintenance", maintenance)
+        pulumi.set(__self__, "name", name)
+        pulumi.set(__self__, "reason", reason)
+        pulumi.set(__self__, "restored_at", restored_at)
+        pulumi.set(__self__, "started_at", started_at)
+        pulumi.set(__self__, "state", state)
+        pulumi.set(__self__, "step_finished_at", step_finished_at)
+        pulumi.set(__self__, "waiting_for", waiting_for)
+        pulumi.set(__self__, "wave", wave)
+
+    @_builtins.property
+    @pulumi.getter(name="drainedAt")
+    def drained_at(self) -> _builtins.str:
+        return pulumi.get(self, "drained_at")
+
+    @_builtins.property
+    @pulumi.getter(name="finishedAt")
+    def finished_at(self) -> _builtins.str:
+        return pulumi.get(self, "finished_at")
+
+    @_builtins.property
+    @pulumi.getter
+    def job(self) -> _builtins.str:
+        return pulumi.get(self, "job")
+
+    @_builtins.property
+    @pulumi.getter
+    def maintenance(self) -> _builtins.str:
+        return pulumi.get(self, "maintenance")
+
+    @_builtins.property
+    @pulumi.getter
+    def name(self) -> _builtins.str:
+        return pulumi.get(self, "name")
+
+    @_builtins.property
+    @pulumi.getter
+    def reason(self) -> _builtins.str:
+        return pulumi.get(self, "reason")
+
+    @_builtins.property
+    @pulumi.getter(name="restoredAt")
+    def restored_at(self) -> _builtins.str:
+        return pulumi.get(self, "restored_at")
+
+    @_builtins.property
+    @pulumi.getter(name="startedAt")
+    def started_at(self) -> _builtins.str:
+        return pulumi.get(self, "started_at")
+
+    @_builtins.property
+    @pulumi.getter
+    def state(self) -> _builtins.str:
+        return pulumi.get(self, "state")
+
+    @_builtins.property
+    @pulumi.getter(name="stepFinishedAt")
+    def step_finished_at(self) -> _builtins.str:
+        return pulumi.get(self, "step_finished_at")
+
+    @_builtins.property
+    @pulumi.getter(name="waitingFor")
+    def waiting_for(self) -> _builtins.str:
+        return pulumi.get(self, "waiting_for")
+
+    @_builtins.property
+    @pulumi.getter
+    def wave(self) -> _builtins.int:
+        return pulumi.get(self, "wave")
 
 
