@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
@@ -121,22 +122,7 @@ func TestLeaderKilledMidDrainStandbyFinishes(t *testing.T) {
 	const pods = 6
 	ns, node := slowDrain(t, c, "ha", pods, 2*time.Second)
 	before := settledStateOf(t, c, node)
-	electionNS := c.Namespace(t)
-	elect := []string{"--leader-elect", "--namespace=" + electionNS}
-	leader := runOperatorProcess(t, c, elect...)
-	first := leaderOf(t, c, electionNS, "")
-
-	dir := t.TempDir()
-	standby := &testoperator.Process{Bin: leader.Bin, Dir: dir, LogPath: filepath.Join(dir, "operator.log")}
-	if err := standby.Start(c, slices.Concat(processFlags, elect)...); err != nil {
-		t.Fatalf("start the standby operator: %v", err)
-	}
-	t.Cleanup(func() {
-		standby.Stop()
-		if t.Failed() {
-			logTail(t, standby.LogPath, 60)
-		}
-	})
+	leader, electionNS, first := runLeaderAndStandby(t, c)
 
 	name := testcluster.UniqueName(t, "failover")
 	createMaintenance(t, c, name, node, "")
@@ -149,6 +135,80 @@ func TestLeaderKilledMidDrainStandbyFinishes(t *testing.T) {
 	t.Logf("standby %s took over", second)
 
 	finishSlowDrain(t, c, name, ns, node, pods, before, "the failover")
+}
+
+// runLeaderAndStandby runs two operator binaries with leader election in a
+// namespace of their own: the first (runOperatorProcess) and, once it
+// leads, a standby. It returns the leader, the election namespace and the
+// leader's identity in the lease.
+func runLeaderAndStandby(t *testing.T, c *testcluster.Cluster) (leader *testoperator.Process, electionNS, identity string) {
+	t.Helper()
+	electionNS = c.Namespace(t)
+	elect := []string{"--leader-elect", "--namespace=" + electionNS}
+	leader = runOperatorProcess(t, c, elect...)
+	identity = leaderOf(t, c, electionNS, "")
+
+	dir := t.TempDir()
+	standby := &testoperator.Process{Bin: leader.Bin, Dir: dir, LogPath: filepath.Join(dir, "operator.log")}
+	if err := standby.Start(c, slices.Concat(processFlags, elect)...); err != nil {
+		t.Fatalf("start the standby operator: %v", err)
+	}
+	t.Cleanup(func() {
+		standby.Stop()
+		if t.Failed() {
+			logTail(t, standby.LogPath, 60)
+		}
+	})
+	return leader, electionNS, identity
+}
+
+// Two operator processes with leader election; the leader is SIGKILLed
+// while a rollout has a node done and others in progress. The standby takes
+// the leader lease over and finishes the rollout from its status: each node
+// maintained through one NodeMaintenance, never more than maxUnavailable
+// nodes of the set out of service, every node restored exactly.
+func TestRolloutLeaderKilledStandbyFinishes(t *testing.T) {
+	c := testcluster.Get(t)
+	pool, nodes, before := poolNodes(t, c, 6)
+	leader, electionNS, first := runLeaderAndStandby(t, c)
+	watch := watchService(t, c, nodes)
+	// Each node holds its slot about 7 s (a 3 s hold and a 1 s soak, each
+	// rounded up a second, and the restore): three waves of two, so the
+	// kill falls in the second wave and the takeover (up to a lease of 6 s)
+	// leaves the third wave to the standby.
+	ro := newRollout(t, "ha", nmv1alpha1.NodeMaintenanceRolloutSpec{
+		NodeSelector:   &metav1.LabelSelector{MatchLabels: pool.Selector()},
+		MaxUnavailable: ptr.To(intstr.FromInt32(2)),
+		HoldFor:        &metav1.Duration{Duration: 3 * time.Second},
+		SoakFor:        &metav1.Duration{Duration: time.Second},
+	})
+	createRollout(t, c, ro)
+	waitRollout(t, c, 2*time.Minute, ro.Name, "to have nodes done and in progress", func(ro *nmv1alpha1.NodeMaintenanceRollout) bool {
+		return ro.Status.Done >= 1 && ro.Status.InProgress >= 1
+	})
+	leader.Kill()
+	// Nothing moves the rollout between the kill and the takeover: what the
+	// status says now is what the standby takes over.
+	killed := getRollout(t, c, ro.Name)
+	t.Logf("leader %s killed with %d nodes done and %d in progress", first, killed.Status.Done, killed.Status.InProgress)
+	if killed.Status.InProgress == 0 || killed.Status.Done == killed.Status.Total {
+		t.Fatalf("the leader was killed with no node in progress (%+v): the scenario must be slower", killed.Status)
+	}
+	second := leaderOf(t, c, electionNS, first)
+	t.Logf("standby %s took over", second)
+
+	done := waitRollout(t, c, 3*time.Minute, ro.Name, "to succeed after the failover", rolloutPhase(nmv1alpha1.RolloutSucceeded))
+	watch.done()
+	assertSoaked(t, done, 2, time.Second)
+	watch.assertAtMostOutOfService(t, 2)
+	watch.assertOneMaintenanceEach(t, nodes)
+	assertRestoredAll(t, c, before)
+	if done.Status.Done != 6 || done.Status.Failed != 0 {
+		t.Errorf("status of the rollout finished by the standby: %+v", done.Status)
+	}
+	if left := childrenOf(t, c, ro.Name); len(left) != 0 {
+		t.Errorf("%d NodeMaintenances of the rollout are left after it succeeded", len(left))
+	}
 }
 
 // leaderOf waits until the operator's leader-election lease in ns is held by
