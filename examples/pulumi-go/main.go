@@ -45,8 +45,8 @@ import (
 type Maintenance struct {
 	Node   string
 	Reason string
-	// Create and Delete bound the drain and the restore ("30m"; empty: the
-	// provider's defaults).
+	// Create and Delete bound the drain and the restore ("30m"). Set both or
+	// neither (the provider's defaults): see Rollout.Program.
 	Create, Delete string
 }
 
@@ -56,11 +56,14 @@ func (m Maintenance) Program(ctx *pulumi.Context) error {
 	if m.Reason != "" {
 		args.Reason = pulumi.String(m.Reason)
 	}
-	if m.Create != "" || m.Delete != "" {
+	switch {
+	case m.Create != "" && m.Delete != "":
 		args.Timeouts = &nodemaintenance.NodeMaintenanceTimeoutsArgs{
-			Create: pulumi.StringPtrFromPtr(nonEmpty(m.Create)),
-			Delete: pulumi.StringPtrFromPtr(nonEmpty(m.Delete)),
+			Create: pulumi.String(m.Create),
+			Delete: pulumi.String(m.Delete),
 		}
+	case m.Create != "" || m.Delete != "":
+		return errors.New("maintenance timeouts: give create and delete, or neither")
 	}
 	nm, err := nodemaintenance.NewNodeMaintenance(ctx, "maintenance", args)
 	if err != nil {
