@@ -72,8 +72,8 @@ func (r Rollout) Program(ctx *pulumi.Context) error {
 	// run ("recovered raw state does not byte-for-byte match the original
 	// raw state"): it drops the unset one from the state it checks. So
 	// either every timeout is given, or none.
-	switch set := r.Create != "" && r.Update != "" && r.Delete != ""; {
-	case set:
+	switch {
+	case r.Create != "" && r.Update != "" && r.Delete != "":
 		args.Timeouts = &nodemaintenance.RolloutTimeoutsArgs{
 			Create: pulumi.String(r.Create),
 			Update: pulumi.String(r.Update),
