@@ -20,6 +20,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,19 +108,11 @@ func TestAutomationAPIGoSDK(t *testing.T) {
 	c.CreateDeployment(t, ns, "web", 2, pool.Selector())
 	c.WaitRunningPods(t, ns, "web", node, 2)
 	pool.AddNode(t, "") // where the evicted pods go
-	// A taint and a label of someone else's, so that "restored exactly" means
-	// more than "uncordoned".
-	n := getNode(t, c, node)
-	orig := n.DeepCopy()
-	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "example.com/foreign", Value: "x", Effect: corev1.TaintEffectPreferNoSchedule})
-	n.Labels["example.com/team"] = "storage"
-	if err := c.Client.Patch(context.Background(), n, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
+	addForeignTaintAndLabel(t, c, node)
 	before := settledStateOf(t, c, node)
 
 	m := Maintenance{Node: node, Reason: "kernel upgrade (Automation API)", Create: "2m", Delete: "2m"}
-	stack := newStack(t, c, m)
+	stack := newStack(t, c, m.Program)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*pulumiTimeout)
 	defer cancel()
@@ -150,7 +143,7 @@ func TestAutomationAPIGoSDK(t *testing.T) {
 	if nm.Spec.NodeName != node || nm.Status.Phase != nmv1beta1.MaintenanceSucceeded {
 		t.Errorf("NodeMaintenance %s: node %q phase %q, want node %q phase %q", name, nm.Spec.NodeName, nm.Status.Phase, node, nmv1beta1.MaintenanceSucceeded)
 	}
-	n = getNode(t, c, node)
+	n := getNode(t, c, node)
 	if !n.Spec.Unschedulable {
 		t.Errorf("node %s is not cordoned after up", node)
 	}
@@ -195,11 +188,11 @@ func TestAutomationAPIGoSDK(t *testing.T) {
 	assertNoPluginLeft(t)
 }
 
-// newStack makes the example's stack of m in a fresh workspace: the pinned
+// newStack makes the example's stack of program in a fresh workspace: the pinned
 // CLI, state in a temporary directory, its own Pulumi home, the plugin under
 // test, the test cluster's kubeconfig. The stack is destroyed at cleanup, so
 // a failed test leaves no node in maintenance.
-func newStack(t *testing.T, c *testcluster.Cluster, m Maintenance) auto.Stack {
+func newStack(t *testing.T, c *testcluster.Cluster, program pulumi.RunFunc) auto.Stack {
 	t.Helper()
 	tmp := t.TempDir()
 	w := Workspace{
@@ -218,7 +211,7 @@ func newStack(t *testing.T, c *testcluster.Cluster, m Maintenance) auto.Stack {
 	if err := os.MkdirAll(w.WorkDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	stack, err := Stack(context.Background(), "test", m, w)
+	stack, err := Stack(context.Background(), "test", program, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,6 +249,19 @@ func opsToStrings[K ~string](m map[K]int) map[string]int {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// addForeignTaintAndLabel gives node a taint and a label of someone else's,
+// so that "restored exactly" means more than "uncordoned".
+func addForeignTaintAndLabel(t *testing.T, c *testcluster.Cluster, node string) {
+	t.Helper()
+	n := getNode(t, c, node)
+	orig := n.DeepCopy()
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "example.com/foreign", Value: "x", Effect: corev1.TaintEffectPreferNoSchedule})
+	n.Labels["example.com/team"] = "storage"
+	if err := c.Client.Patch(context.Background(), n, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // nodeState is what a maintenance changes on a node and must give back.
 type nodeState struct {

@@ -50,7 +50,9 @@ const rollout = pool === undefined ? undefined : new nodemaintenance.Rollout("po
             },
         }),
     },
-    timeouts: { create: "2h", delete: "30m" },
+    // All three, or none: the bridge fails a create that leaves one of a
+    // resource's timeouts unset (see examples/pulumi-go/README.md).
+    timeouts: { create: "2h", update: "2h", delete: "30m" },
 });
 
 export const rolloutPhase = rollout?.phase;
