@@ -100,7 +100,7 @@ func TestAccOperatorInstallUpdateDestroy(t *testing.T) {
 					Config: operatorConfig(c, ns, "example.com/nmo:one", 1),
 					ConfigStateChecks: []statecheck.StateCheck{
 						statecheck.ExpectKnownValue("nodemaintenance_operator.this", tfjsonpath.New("id"), knownvalue.StringExact(ns)),
-						statecheck.ExpectKnownValue("nodemaintenance_operator.this", tfjsonpath.New("objects"), knownvalue.ListSizeExact(15)),
+						statecheck.ExpectKnownValue("nodemaintenance_operator.this", tfjsonpath.New("objects"), knownvalue.ListSizeExact(16)),
 						statecheck.ExpectKnownValue("nodemaintenance_operator.this", tfjsonpath.New("max_unavailable_policy"), knownvalue.StringExact("Queue")),
 					},
 					Check: resource.ComposeTestCheckFunc(

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 
 // StartWaiters runs a Deployment "waiter" of n pods of WaiterImage on the real
 // node (its replacements stay Pending once the node is cordoned) and returns
-// the pods once their containers run. Each waiter exits exitDelay after
+// the pods once their containers run and handle SIGTERM (each said so in its
+// signal file). Each waiter exits exitDelay after
 // SIGTERM, and appends what it went through to a file named after its pod in
 // signalDir, a hostPath that outlives the pod.
 //
@@ -78,7 +80,19 @@ func (c *Cluster) StartWaiters(t testing.TB, ns, node, signalDir string, n int32
 				}
 			}
 		}
-		return len(pods) == int(n), nil
+		if len(pods) != int(n) {
+			return false, nil
+		}
+		// A running container is not yet a waiter that handles SIGTERM: a
+		// SIGTERM before its handler is installed kills it silently. Its
+		// first line says the handler is there.
+		for _, p := range pods {
+			b, err := os.ReadFile(filepath.Join(signalDir, p.Name))
+			if err != nil || !strings.Contains(string(b), "waiting for SIGTERM") {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	return pods
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,20 +62,34 @@ func TestRolloutAdmissionChecksTheStepPermissionOfItsCreator(t *testing.T) {
 	}
 	t.Cleanup(func() { deleteRollout(t, c, r.Name) })
 
-	// The step cannot change, whoever asks; maxUnavailable can.
-	stored := &nmv1alpha1.NodeMaintenanceRollout{}
-	if err := asUser.Get(bg(), client.ObjectKeyFromObject(r), stored); err != nil {
-		t.Fatal(err)
-	}
-	changed := stored.DeepCopy()
-	changed.Spec.Step.JobTemplate.Spec.Template.Spec.Containers[0].Image = "other:1"
-	if err := asUser.Update(bg(), changed); err == nil || !strings.Contains(err.Error(), "spec.step cannot be changed after creation: create a new rollout") {
+	// The step cannot change, whoever asks; maxUnavailable can. The
+	// controller writes the rollout too (its finalizer): each update is
+	// made on a fresh copy, again when it lost that race.
+	err = updateRolloutAs(asUser, r.Name, func(ro *nmv1alpha1.NodeMaintenanceRollout) {
+		ro.Spec.Step.JobTemplate.Spec.Template.Spec.Containers[0].Image = "other:1"
+	})
+	if err == nil || !strings.Contains(err.Error(), "spec.step cannot be changed after creation: create a new rollout") {
 		t.Errorf("update of spec.step: got %v, want the refusal naming spec.step", err)
 	}
-	stored.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(2))
-	if err := asUser.Update(bg(), stored); err != nil {
+	err = updateRolloutAs(asUser, r.Name, func(ro *nmv1alpha1.NodeMaintenanceRollout) {
+		ro.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(2))
+	})
+	if err != nil {
 		t.Errorf("update of spec.maxUnavailable refused: %v", err)
 	}
+}
+
+// updateRolloutAs changes the rollout named name through cl, on a fresh
+// copy each time a write lost a race with another writer.
+func updateRolloutAs(cl client.Client, name string, change func(*nmv1alpha1.NodeMaintenanceRollout)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ro := &nmv1alpha1.NodeMaintenanceRollout{}
+		if err := cl.Get(bg(), client.ObjectKey{Name: name}, ro); err != nil {
+			return err
+		}
+		change(ro)
+		return cl.Update(bg(), ro)
+	})
 }
 
 // Bad input is refused at admission, each with an error naming the field,
