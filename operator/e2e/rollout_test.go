@@ -4,7 +4,9 @@ package e2e
 // time through child NodeMaintenances, with a step Job on each drained node.
 
 import (
+	"context"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -313,6 +315,39 @@ func TestRolloutWaitsForSomeoneElsesMaintenance(t *testing.T) {
 	watch.done()
 	watch.assertAtMostOutOfService(t, 2)
 	assertRestoredAll(t, c, before)
+}
+
+// A node of the set cordoned by hand before the rollout is out of service
+// already: it is maintained at once, even when that goes past the free
+// slots, given back cordoned as it was, and keeps its slot; the others
+// never take the set beyond maxUnavailable.
+func TestRolloutMaintainsANodeCordonedByHand(t *testing.T) {
+	c := testcluster.Get(t)
+	_, nodes, before := poolNodes(t, c, 3)
+	setUnschedulable(t, c, nodes[1], true)
+	// kube-controller-manager taints a cordoned node: its state settles
+	// with that taint.
+	testcluster.WaitFor(t, time.Minute, "node "+nodes[1]+" tainted unschedulable", func(context.Context) (bool, error) {
+		return slices.ContainsFunc(getNode(t, c, nodes[1]).Spec.Taints, func(tt corev1.Taint) bool { return tt.Key == corev1.TaintNodeUnschedulable }), nil
+	})
+	before[nodes[1]] = stateOf(t, c, nodes[1])
+	watch := watchService(t, c, nodes)
+	ro := newRollout(t, "byhand", nmv1alpha1.NodeMaintenanceRolloutSpec{NodeNames: nodes, MaxUnavailable: ptr.To(intstr.FromInt32(2)),
+		HoldFor: &metav1.Duration{Duration: 2 * time.Second}})
+	createRollout(t, c, ro)
+	done := waitRollout(t, c, 2*time.Minute, ro.Name, "phase Succeeded", rolloutPhase(nmv1alpha1.RolloutSucceeded))
+	watch.done()
+	watch.assertAtMostOutOfService(t, 2)
+	watch.assertOneMaintenanceEach(t, nodes)
+	first, byHand, last := rowOf(done, nodes[0]), rowOf(done, nodes[1]), rowOf(done, nodes[2])
+	if byHand.State != nmv1alpha1.NodeDone || byHand.StartedAt.After(first.StartedAt.Time) {
+		t.Errorf("the node cordoned by hand, %s: %+v; want Done, started with the first node (%s)", nodes[1], byHand, first.StartedAt)
+	}
+	if last.StartedAt.Before(first.FinishedAt) {
+		t.Errorf("node %s started at %s, before the first node's slot was free (%s)", nodes[2], last.StartedAt, first.FinishedAt)
+	}
+	assertRestoredAll(t, c, before)
+	setUnschedulable(t, c, nodes[1], false)
 }
 
 // restartOperatorNow stops the package operator and starts it again.

@@ -137,17 +137,23 @@ func drained(row *nmv1alpha1.RolloutNode, o observed, ro *nmv1alpha1.NodeMainten
 	return 0
 }
 
-// restored moves a Restoring row to Soaking once its child is gone and the
-// node is Ready and schedulable again.
+// restored moves a Restoring row to Soaking once its child is gone (its
+// finalizer let it go only once the node was restored as it was before:
+// schedulable, or cordoned if someone had cordoned it before) and the node
+// is Ready.
 func restored(row *nmv1alpha1.RolloutNode, o observed, now time.Time) {
 	if o.node == nil {
 		fail(row, fmt.Sprintf("node %s was deleted while it was restored", row.Name), now)
 		return
 	}
-	if o.child != nil || o.node.Spec.Unschedulable || !validation.NodeReady(o.node) {
+	if o.child != nil {
 		return
 	}
-	row.RestoredAt = stamp(now)
+	if !validation.NodeReady(o.node) {
+		row.Reason = fmt.Sprintf("node %s is restored but not Ready: its slot is held, and its soak starts, once it is Ready", row.Name)
+		return
+	}
+	row.RestoredAt, row.Reason = stamp(now), ""
 	row.State = nmv1alpha1.NodeSoaking
 }
 

@@ -40,6 +40,18 @@ func rows(states ...nmv1alpha1.RolloutNodeState) []nmv1alpha1.RolloutNode {
 	return out
 }
 
+func cordonedNode(name string) *corev1.Node {
+	n := readyNode(name)
+	n.Spec.Unschedulable = true
+	return n
+}
+
+func notReadyNode(name string) *corev1.Node {
+	n := readyNode(name)
+	n.Status.Conditions[0].Status = corev1.ConditionFalse
+	return n
+}
+
 func serving(rs []nmv1alpha1.RolloutNode) map[string]observed {
 	obs := map[string]observed{}
 	for _, r := range rs {
@@ -193,6 +205,10 @@ func TestAdvance(t *testing.T) {
 		{name: "step timed out", row: nmv1alpha1.RolloutNode{State: "StepRunning"}, obs: observed{job: jobWith(now.Add(-2*time.Minute), "")}, spec: withStep, want: "Failed", reason: "did not complete within step.timeout 1m0s"},
 		{name: "restoring, child still there", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: observed{node: readyNode("a"), child: succeeded("a")}, want: "Restoring"},
 		{name: "restored", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: gone, want: "Soaking"},
+		{name: "restored as it was: cordoned by someone before the rollout", row: nmv1alpha1.RolloutNode{State: "Restoring"},
+			obs: observed{node: cordonedNode("a")}, want: "Soaking"},
+		{name: "restored but not Ready", row: nmv1alpha1.RolloutNode{State: "Restoring"},
+			obs: observed{node: notReadyNode("a")}, want: "Restoring", reason: "restored but not Ready"},
 		{name: "soaking", row: nmv1alpha1.RolloutNode{State: "Soaking", RestoredAt: stamp(now)}, spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(2 * time.Second)}, want: "Soaking", wait: 3 * time.Second},
 		{name: "soaked", row: nmv1alpha1.RolloutNode{State: "Soaking", RestoredAt: drainedAt}, spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(2 * time.Second)}, want: "Done"},
 	} {
