@@ -19,7 +19,9 @@
 //     or a NodeMaintenance (ours, failed and held, or someone else's) holds
 //     it. The next Waiting row, in order, starts only while fewer than
 //     maxUnavailable nodes are out of service, and not while the rollout is
-//     paused, halted or deleted.
+//     paused, halted or deleted. A Waiting node out of service already
+//     (cordoned by hand, NotReady) starts even when the slots are taken:
+//     that takes nothing more out of service.
 //   - Every decision is taken from the rollout read live from the API
 //     server and the cluster, never from memory, and the status is written
 //     before what it decides is done: a row is written Draining, with its
@@ -36,8 +38,9 @@
 //     the child is deleted (Restoring). The Job failed, or ran longer than
 //     step.timeout from its creation: the node failed. Child Failed: the node
 //     failed with the child's lastError.
-//   - Restoring ends when the child is gone and the node is Ready and
-//     schedulable (RestoredAt); Soaking then lasts soakFor; then Done. A node
+//   - Restoring ends when the child is gone (its finalizer restored the node
+//     exactly: a node cordoned by hand before stays cordoned) and the node
+//     is Ready (RestoredAt); Soaking then lasts soakFor; then Done. A node
 //     holds its slot until Done.
 //   - onFailure Halt (default): the rollout halts at the first failure; the
 //     failed node's child is left as it is (the node stays as its maintenance
