@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
+	rolloutvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1/validation"
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
-	nmvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain/live"
 )
 
@@ -59,7 +59,7 @@ func rolloutPlanPreview(ctx context.Context, c *clients, m rolloutSpecModel, dia
 	case nodes == nil:
 		return // resolveNodes said why (an error)
 	}
-	per, err := nmvalidation.MaxUnavailableNodes(spec.MaxUnavailable, len(nodes))
+	per, err := rolloutvalidation.MaxUnavailableNodes(spec.MaxUnavailable, len(nodes))
 	if err != nil {
 		return // the max_unavailable validator says why
 	}

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
+	rolloutvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 )
 
@@ -16,18 +16,16 @@ import (
 // NodeMaintenance of one of its nodes is gone.
 const foreignRetry = 5 * time.Second
 
-// maxUnavailable is spec.maxUnavailable (default 1) resolved against a set
-// of total nodes: a count, or a percentage rounded down, at least 1.
+// maxUnavailable is spec.maxUnavailable resolved against a set of total
+// nodes, by the rule the webhook admits it with
+// (rolloutvalidation.MaxUnavailableNodes: default 1; a count, or a
+// percentage rounded down, at least 1).
 func maxUnavailable(ro *nmv1alpha1.NodeMaintenanceRollout, total int) (int, error) {
-	v := intstr.FromInt32(1)
-	if ro.Spec.MaxUnavailable != nil {
-		v = *ro.Spec.MaxUnavailable
-	}
-	n, err := validation.MaxUnavailableNodes(&v, total)
+	n, err := rolloutvalidation.MaxUnavailableNodes(ro.Spec.MaxUnavailable, total)
 	if err != nil {
-		return 0, fmt.Errorf("spec.maxUnavailable %q is invalid (%v): fix it to a count or a percentage", v.String(), err)
+		return 0, fmt.Errorf("%v: fix it to a count or a percentage", err)
 	}
-	return max(n, 1), nil
+	return n, nil
 }
 
 // holdsSlot reports whether a row's state takes its node out of service.
