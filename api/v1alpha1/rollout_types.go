@@ -112,6 +112,142 @@ type NodeMaintenanceRolloutSpec struct {
 	// changed while the rollout runs.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// RecoveryGate is what a restored node waits for before its slot goes to
+	// the next node: Workloads (default) waits until the node is Ready and
+	// every Deployment, ReplicaSet and StatefulSet that had pods evicted from
+	// it is back to full availability; NodeReady relaxes it to the node being
+	// Ready. It can be changed while the rollout runs.
+	// +optional
+	RecoveryGate RecoveryGate `json:"recoveryGate,omitempty"`
+
+	// RecoveryTimeout bounds the recovery wait of one node, from its
+	// restore; past it the node fails and the rollout follows onFailure.
+	// Default 10m. It can be changed while the rollout runs.
+	// +optional
+	RecoveryTimeout *metav1.Duration `json:"recoveryTimeout,omitempty"`
+
+	// Gates hold the next node until they open: a node starts only while
+	// every gate is open. The nodes in progress finish. They can be changed
+	// while the rollout runs.
+	// +optional
+	Gates *RolloutGates `json:"gates,omitempty"`
+
+	// Window is when nodes may start: a node starts only inside it; a node
+	// in progress finishes. Without it, nodes start at any time. It can be
+	// changed while the rollout runs.
+	// +optional
+	Window *MaintenanceWindow `json:"window,omitempty"`
+
+	// Notify sends CloudEvents over HTTP for the rollout's transitions. A
+	// notification that cannot be sent never blocks or fails the rollout.
+	// It can be changed while the rollout runs.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	Notify []Notification `json:"notify,omitempty"`
+}
+
+// RecoveryGate is what a restored node waits for before its slot is given
+// to the next node.
+// +kubebuilder:validation:Enum=Workloads;NodeReady
+type RecoveryGate string
+
+const (
+	// RecoveryWorkloads waits until the node is Ready and every workload
+	// that had pods evicted from it is fully available again.
+	RecoveryWorkloads RecoveryGate = "Workloads"
+	// RecoveryNodeReady waits only until the node is Ready.
+	RecoveryNodeReady RecoveryGate = "NodeReady"
+)
+
+// RolloutGates are checks outside the rollout that must pass before a node
+// starts.
+type RolloutGates struct {
+	// Prometheus holds the next node while a query returns any series, as
+	// an alert gate: e.g. ALERTS{alertstate="firing",severity="critical"}.
+	// +optional
+	Prometheus *PrometheusGate `json:"prometheus,omitempty"`
+}
+
+// PrometheusGate is a Prometheus instant query that must return no series
+// for a node to start. While Prometheus cannot be reached, or answers with
+// an error, the gate stays closed: the rollout never proceeds blind.
+type PrometheusGate struct {
+	// URL is the Prometheus server's base URL, http or https (e.g.
+	// http://prometheus.monitoring:9090); the query goes to
+	// <url>/api/v1/query.
+	URL string `json:"url"`
+	// Query is a PromQL expression; the gate is open while it returns no
+	// series.
+	Query string `json:"query"`
+}
+
+// MaintenanceWindow is a recurring window of time, on some days of the week,
+// in a time zone.
+type MaintenanceWindow struct {
+	// Days are the days on which the window starts, as English day names,
+	// full or three letters, any case (Monday, mon, SAT).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=7
+	Days []string `json:"days"`
+	// Start is when the window opens on each of its days, HH:MM (24 hours).
+	Start string `json:"start"`
+	// End is when it closes, HH:MM. An end at or before start closes the
+	// window on the next day (22:00 to 04:00 crosses midnight); an end equal
+	// to start makes a window of 24 hours.
+	End string `json:"end"`
+	// TimeZone is the IANA time zone of start and end (Europe/Berlin);
+	// default UTC. Daylight saving changes are followed.
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// NotificationEvent is a kind of transition a notification is sent for.
+// +kubebuilder:validation:Enum=Started;Blocked;NodeDone;NodeFailed;Halted;Succeeded;Restored
+type NotificationEvent string
+
+// The events a rollout sends (see docs/guides/notifications.md for their
+// CloudEvents types and fields).
+const (
+	// EventStarted: the rollout started its first node.
+	EventStarted NotificationEvent = "Started"
+	// EventBlocked: something holds the next node (a gate, the window, a
+	// workload not recovered, someone else's NodeMaintenance); the event
+	// names the blockers. Sent again when the blockers change.
+	EventBlocked NotificationEvent = "Blocked"
+	// EventNodeDone: a node was maintained, restored and recovered.
+	EventNodeDone NotificationEvent = "NodeDone"
+	// EventNodeFailed: a node failed; the event says why.
+	EventNodeFailed NotificationEvent = "NodeFailed"
+	// EventHalted: the rollout halted.
+	EventHalted NotificationEvent = "Halted"
+	// EventSucceeded: every node of the rollout is done.
+	EventSucceeded NotificationEvent = "Succeeded"
+	// EventRestored: a node's maintenance ended and the node was restored.
+	EventRestored NotificationEvent = "Restored"
+)
+
+// Notification is an HTTP endpoint that receives CloudEvents (structured
+// JSON, CloudEvents 1.0) for a rollout's transitions.
+type Notification struct {
+	// URL receives the events by HTTP POST; http or https.
+	URL string `json:"url"`
+	// Events are the transitions sent; empty sends every one.
+	// +optional
+	// +listType=set
+	Events []NotificationEvent `json:"events,omitempty"`
+	// SecretRef names a key of a Secret in the operator's namespace whose
+	// value is sent as the bearer token (Authorization: Bearer <value>).
+	// +optional
+	SecretRef *SecretKeyRef `json:"secretRef,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret in the operator's namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	Name string `json:"name"`
+	// Key in the Secret's data.
+	Key string `json:"key"`
 }
 
 // RolloutStep is the work done on each node while it is drained: a Job,
@@ -156,7 +292,7 @@ const (
 )
 
 // RolloutNodeState is where one node of a rollout stands.
-// +kubebuilder:validation:Enum=Waiting;Draining;StepRunning;Holding;Restoring;Soaking;Done;Failed
+// +kubebuilder:validation:Enum=Waiting;Draining;StepRunning;Holding;Restoring;Recovering;Soaking;Done;Failed
 type RolloutNodeState string
 
 const (
@@ -172,6 +308,9 @@ const (
 	// NodeRestoring: its NodeMaintenance is deleted; the node is being
 	// restored.
 	NodeRestoring RolloutNodeState = "Restoring"
+	// NodeRecovering: restored; waits until the workloads evicted from it
+	// are fully available again (recoveryGate), at most recoveryTimeout.
+	NodeRecovering RolloutNodeState = "Recovering"
 	// NodeSoaking: restored; waits to be Ready for soakFor.
 	NodeSoaking RolloutNodeState = "Soaking"
 	// NodeDone: maintained, restored and soaked.
@@ -216,6 +355,19 @@ type RolloutNode struct {
 	// RestoredAt is when its NodeMaintenance was gone and the node Ready.
 	// +optional
 	RestoredAt *metav1.Time `json:"restoredAt,omitempty"`
+	// Workloads are the Deployments, ReplicaSets and StatefulSets whose pods
+	// its drain was to evict (Kind namespace/name), recorded when the node
+	// started: the recovery gate waits for them.
+	// +optional
+	Workloads []string `json:"workloads,omitempty"`
+	// WaitingForWorkloads are the workloads of Workloads not yet fully
+	// available again, each with its availability (Deployment a/web: 1 of 3
+	// available).
+	// +optional
+	WaitingForWorkloads []string `json:"waitingForWorkloads,omitempty"`
+	// RecoveredAt is when the node and its workloads had recovered.
+	// +optional
+	RecoveredAt *metav1.Time `json:"recoveredAt,omitempty"`
 	// FinishedAt is when the node became Done or Failed.
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
@@ -229,6 +381,10 @@ const (
 	RolloutConditionCompleted = "Completed"
 	// RolloutConditionHalted: a failure stopped the rollout.
 	RolloutConditionHalted = "Halted"
+	// RolloutConditionGated: a gate or the window holds the next node
+	// (reasons OutsideWindow, AlertFiring, PrometheusUnreachable); False
+	// when every gate is open.
+	RolloutConditionGated = "Gated"
 )
 
 // NodeMaintenanceRolloutStatus is what the operator observed and did.
@@ -266,7 +422,15 @@ type NodeMaintenanceRolloutStatus struct {
 	// CompletedAt is when the rollout succeeded.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
-	// Conditions are Progressing, Completed and Halted.
+	// NextWindowStart is when spec.window next opens, while it is closed.
+	// +optional
+	NextWindowStart *metav1.Time `json:"nextWindowStart,omitempty"`
+	// Blockers say what holds the next node, one sentence each (a closed
+	// gate, the window, workloads not recovered, someone else's
+	// NodeMaintenance); empty when nothing does.
+	// +optional
+	Blockers []string `json:"blockers,omitempty"`
+	// Conditions are Progressing, Completed, Halted and Gated.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -48,6 +48,9 @@ type scope struct {
 	// failures are rows that an action of this pass failed (a create the
 	// API server refused), written by act in a second write.
 	failures map[string]string
+	// gate is the first closed gate of the pass (checkGates), or the zero
+	// value while every gate is open.
+	gate gateState
 
 	requeue time.Duration
 	ended   bool

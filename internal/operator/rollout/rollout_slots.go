@@ -74,7 +74,7 @@ func (r *RolloutReconciler) startNodes(_ context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 	s.maxUnavailable = n
-	blocked := s.ro.Spec.Paused || haltReason(s.ro, s.status.Nodes) != ""
+	blocked := s.ro.Spec.Paused || haltReason(s.ro, s.status.Nodes) != "" || s.gate.closed
 	start(s.status.Nodes, s.obs, n, blocked, s.now, func(node string) string { return childName(s.ro.Name, node) })
 	for _, row := range s.status.Nodes {
 		if row.WaitingFor != "" {

@@ -58,6 +58,8 @@ func (r *RolloutReconciler) summarize(_ context.Context, s *scope) (ctrl.Result,
 		}
 	}
 	st.Total = int32(len(st.Nodes))
+	st.Blockers = waitingForBlockers(st.Nodes)
+	setGated(s)
 	why := s.problem
 	if why == "" {
 		why = haltReason(s.ro, st.Nodes)
@@ -75,20 +77,25 @@ func (r *RolloutReconciler) summarize(_ context.Context, s *scope) (ctrl.Result,
 	case s.ro.Spec.Paused:
 		setPhase(s, nmv1alpha1.RolloutPaused, fmt.Sprintf("paused: no new node starts; %d in progress, %d of %d done", st.InProgress, st.Done, st.Total))
 	default:
-		setPhase(s, nmv1alpha1.RolloutProgressing, progressMessage(st, s.maxUnavailable)+outsideMessage(st.Nodes, s.obs))
+		setPhase(s, nmv1alpha1.RolloutProgressing, progressMessage(st, s.maxUnavailable)+outsideMessage(st.Nodes, s.obs)+blockersMessage(st.Blockers))
 	}
 	return ctrl.Result{}, nil
 }
 
 func progressMessage(st *nmv1alpha1.NodeMaintenanceRolloutStatus, limit int) string {
-	msg := fmt.Sprintf("%d in progress (at most %d out of service), %d of %d done", st.InProgress, limit, st.Done, st.Total)
-	for _, row := range st.Nodes {
+	return fmt.Sprintf("%d in progress (at most %d out of service), %d of %d done", st.InProgress, limit, st.Done, st.Total)
+}
+
+// waitingForBlockers are the lines of status.blockers for the rows that wait
+// for someone else's NodeMaintenance.
+func waitingForBlockers(rows []nmv1alpha1.RolloutNode) []string {
+	var b []string
+	for _, row := range rows {
 		if row.WaitingFor != "" {
-			msg += fmt.Sprintf("; node %s waits for NodeMaintenance %s", row.Name, row.WaitingFor)
-			break
+			b = append(b, fmt.Sprintf("node %s waits for NodeMaintenance %s", row.Name, row.WaitingFor))
 		}
 	}
-	return msg
+	return b
 }
 
 // outsideMessage names the nodes of the set out of service for a reason
