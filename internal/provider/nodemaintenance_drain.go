@@ -341,7 +341,7 @@ func (validDrain) ValidateResource(ctx context.Context, req resource.ValidateCon
 
 // terraformNames words an error about spec.drain (a NodeMaintenance's or a
 // rollout's) or a rollout's spec in the resources' names.
-func terraformNames(msg string) string { return rolloutNames.Replace(drainNames.Replace(msg)) }
+func terraformNames(msg string) string { return rolloutTerraformNames(drainNames.Replace(msg)) }
 
 // drainNames renames spec.drain.<spec> to drain.<name> for every row. At one
 // position strings.Replacer takes the first old string that matches, so the

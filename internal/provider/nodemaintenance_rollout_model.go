@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -34,6 +33,9 @@ type rolloutResourceModel struct {
 	ID       types.String   `tfsdk:"id"`
 	Name     types.String   `tfsdk:"name"`
 	Timeouts timeouts.Value `tfsdk:"timeouts"`
+	// WaitForCompletion false has an apply return once the node set is
+	// resolved.
+	WaitForCompletion types.Bool `tfsdk:"wait_for_completion"`
 	rolloutSpecModel
 	rolloutStatusModel
 }
@@ -53,6 +55,7 @@ type rolloutSpecModel struct {
 	OnFailure      types.String `tfsdk:"on_failure"`
 	MaxFailures    types.Int64  `tfsdk:"max_failures"`
 	Paused         types.Bool   `tfsdk:"paused"`
+	rolloutSafetyModel
 }
 
 // stepModel is the step block.
@@ -103,6 +106,7 @@ func (m rolloutSpecModel) spec(ctx context.Context) (nmv1alpha1.NodeMaintenanceR
 	step, d := stepSpec(ctx, m.Step)
 	diags.Append(d...)
 	s.Step = step
+	diags.Append(m.safetySpec(ctx, &s)...)
 	return s, diags
 }
 
@@ -195,6 +199,7 @@ func (m *rolloutSpecModel) readSpec(ctx context.Context, s nmv1alpha1.NodeMainte
 		m.MaxFailures = types.Int64Value(int64(*s.MaxFailures))
 	}
 	m.Paused = types.BoolValue(s.Paused)
+	diags.Append(m.readSafety(ctx, s)...)
 	return diags
 }
 
@@ -262,115 +267,4 @@ func stepBlock(ctx context.Context, step *nmv1alpha1.RolloutStep, prior types.Ob
 		"job_template": template,
 		"timeout":      durationValue(step.Timeout, was.Timeout),
 	})
-}
-
-// rolloutStatusModel is the rollout's status in Terraform's names, shared
-// by the resource and the data source; rolloutStatusAttributes says
-// everything else about each attribute.
-type rolloutStatusModel struct {
-	Phase      types.String `tfsdk:"phase"`
-	Message    types.String `tfsdk:"message"`
-	Total      types.Int64  `tfsdk:"total"`
-	InProgress types.Int64  `tfsdk:"in_progress"`
-	Done       types.Int64  `tfsdk:"done"`
-	Failed     types.Int64  `tfsdk:"failed"`
-	Nodes      types.List   `tfsdk:"nodes"`
-}
-
-type rolloutStatus = nmv1alpha1.NodeMaintenanceRolloutStatus
-
-var rolloutStatusAttributes = statusTable[rolloutStatus]{
-	stringStatus("phase", "Progress of the rollout: `Pending` (the node set is not resolved yet), `Progressing`, `Paused` (`paused` is set; "+
-		"no new node starts), `Halted` (a node failed; `message` and the failed rows of `nodes` say why) or `Succeeded`.",
-		func(s rolloutStatus) string { return string(s.Phase) }),
-	stringStatus("message", "What the rollout does, or why it halted, in a sentence.", func(s rolloutStatus) string { return s.Message }),
-	int64Status("total", "Nodes in the set, resolved once when the rollout starts.", func(s rolloutStatus) int { return int(s.Total) }),
-	int64Status("in_progress", "Nodes between `Draining` and `Soaking`.", func(s rolloutStatus) int { return int(s.InProgress) }),
-	int64Status("done", "Nodes `Done`: maintained, restored and soaked.", func(s rolloutStatus) int { return int(s.Done) }),
-	int64Status("failed", "Nodes `Failed`.", func(s rolloutStatus) int { return int(s.Failed) }),
-	listStatus("nodes", "A row per node of the set, in the order they are started: "+rolloutNodeFields.describe()+".",
-		rolloutNodeType, rolloutNodes),
-}
-
-// rolloutNodeField is one attribute of a row of nodes.
-type rolloutNodeField struct {
-	name, desc string
-	typ        attr.Type
-	get        func(nmv1alpha1.RolloutNode) attr.Value
-}
-
-type rolloutNodeTable []rolloutNodeField
-
-var rolloutNodeFields = rolloutNodeTable{
-	{"name", "the node", types.StringType, func(n nmv1alpha1.RolloutNode) attr.Value { return types.StringValue(n.Name) }},
-	{"wave", "its wave: nodes start in order, at most `max_unavailable` at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards",
-		types.Int64Type, func(n nmv1alpha1.RolloutNode) attr.Value { return types.Int64Value(int64(n.Wave)) }},
-	{"state", "`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Soaking`, `Done` or `Failed`", types.StringType,
-		func(n nmv1alpha1.RolloutNode) attr.Value { return types.StringValue(string(n.State)) }},
-	{"maintenance", "the name of its NodeMaintenance, once created", types.StringType,
-		func(n nmv1alpha1.RolloutNode) attr.Value { return types.StringValue(n.Maintenance) }},
-	{"job", "the name of its step Job, once created", types.StringType, func(n nmv1alpha1.RolloutNode) attr.Value { return types.StringValue(n.Job) }},
-	{"waiting_for", "another NodeMaintenance of the node that it waits for", types.StringType,
-		func(n nmv1alpha1.RolloutNode) attr.Value { return types.StringValue(n.WaitingFor) }},
-	{"reason", "why it is in its state; for a failure, what failed", types.StringType,
-		func(n nmv1alpha1.RolloutNode) attr.Value { return types.StringValue(n.Reason) }},
-	timeField("started_at", "when its NodeMaintenance was created", func(n nmv1alpha1.RolloutNode) *metav1.Time { return n.StartedAt }),
-	timeField("drained_at", "when it was drained", func(n nmv1alpha1.RolloutNode) *metav1.Time { return n.DrainedAt }),
-	timeField("step_finished_at", "when its step Job completed or its hold ended", func(n nmv1alpha1.RolloutNode) *metav1.Time { return n.StepFinishedAt }),
-	timeField("restored_at", "when it was restored and Ready", func(n nmv1alpha1.RolloutNode) *metav1.Time { return n.RestoredAt }),
-	timeField("finished_at", "when it became `Done` or `Failed`", func(n nmv1alpha1.RolloutNode) *metav1.Time { return n.FinishedAt }),
-}
-
-// timeField is a time of a row, RFC 3339, empty until it happened.
-func timeField(name, desc string, get func(nmv1alpha1.RolloutNode) *metav1.Time) rolloutNodeField {
-	return rolloutNodeField{name, desc + "; RFC 3339, empty until then", types.StringType, func(n nmv1alpha1.RolloutNode) attr.Value {
-		if t := get(n); t != nil {
-			return types.StringValue(t.UTC().Format(time.RFC3339))
-		}
-		return types.StringValue("")
-	}}
-}
-
-func (t rolloutNodeTable) describe() string {
-	parts := make([]string, 0, len(t))
-	for _, f := range t {
-		parts = append(parts, fmt.Sprintf("`%s` (%s)", f.name, f.desc))
-	}
-	return strings.Join(parts, ", ")
-}
-
-var rolloutNodeType = types.ObjectType{AttrTypes: func() map[string]attr.Type {
-	out := make(map[string]attr.Type, len(rolloutNodeFields))
-	for _, f := range rolloutNodeFields {
-		out[f.name] = f.typ
-	}
-	return out
-}()}
-
-func rolloutNodes(_ context.Context, s rolloutStatus) (attr.Value, diag.Diagnostics) {
-	var diags diag.Diagnostics
-	rows := make([]attr.Value, 0, len(s.Nodes))
-	for _, n := range s.Nodes {
-		values := make(map[string]attr.Value, len(rolloutNodeFields))
-		for _, f := range rolloutNodeFields {
-			values[f.name] = f.get(n)
-		}
-		row, d := types.ObjectValue(rolloutNodeType.AttrTypes, values)
-		diags.Append(d...)
-		rows = append(rows, row)
-	}
-	list, d := types.ListValue(rolloutNodeType, rows)
-	diags.Append(d...)
-	return list, diags
-}
-
-func rolloutStatusFrom(ctx context.Context, s rolloutStatus) (rolloutStatusModel, diag.Diagnostics) {
-	values, diags := rolloutStatusAttributes.values(ctx, s)
-	m, d := modelOf[rolloutStatusModel](ctx, rolloutStatusAttributes.attrTypes(), values)
-	diags.Append(d...)
-	return m, diags
-}
-
-func unknownRolloutStatus(ctx context.Context) (rolloutStatusModel, diag.Diagnostics) {
-	return modelOf[rolloutStatusModel](ctx, rolloutStatusAttributes.attrTypes(), rolloutStatusAttributes.unknownValues())
 }

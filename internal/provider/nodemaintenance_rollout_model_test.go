@@ -51,21 +51,58 @@ func fullRolloutSpec(t *testing.T) rolloutSpecModel {
 		NodeSelector: types.StringValue("pool=blue,zone!=a"), NodeNames: types.ListNull(types.StringType),
 		MaxUnavailable: types.StringValue("30%"), Reason: types.StringValue("kernel 6.12"), Drain: drain, Step: step,
 		HoldFor: types.StringValue("90s"), SoakFor: types.StringValue("5m"), OnFailure: types.StringValue("Continue"),
-		MaxFailures: types.Int64Value(2), Paused: types.BoolValue(true),
+		MaxFailures: types.Int64Value(2), Paused: types.BoolValue(true), rolloutSafetyModel: fullSafety(t),
 	}
+}
+
+// fullSafety sets every safety attribute.
+func fullSafety(t *testing.T) rolloutSafetyModel {
+	t.Helper()
+	var diags diag.Diagnostics
+	prom := objectValue(prometheusAttrTypes, map[string]attr.Value{"url": types.StringValue("http://prometheus.monitoring:9090"),
+		"query": types.StringValue(`ALERTS{alertstate="firing"}`)}, &diags)
+	days, d := types.ListValueFrom(context.Background(), types.StringType, []string{"Sat", "sunday"})
+	diags.Append(d...)
+	events, d := types.ListValueFrom(context.Background(), types.StringType, []string{"Blocked", "Halted"})
+	diags.Append(d...)
+	ref := objectValue(secretRefAttrTypes, map[string]attr.Value{"name": types.StringValue("hook"), "key": types.StringValue("token")}, &diags)
+	notify, d := types.ListValue(notifyType, []attr.Value{
+		objectValue(notifyAttrTypes, map[string]attr.Value{"url": types.StringValue("https://hooks.example/nm"), "events": events, "secret_ref": ref}, &diags),
+		objectValue(notifyAttrTypes, map[string]attr.Value{"url": types.StringValue("http://pager:8080"), "events": types.ListNull(types.StringType),
+			"secret_ref": types.ObjectNull(secretRefAttrTypes)}, &diags),
+	})
+	diags.Append(d...)
+	m := rolloutSafetyModel{
+		RecoveryGate: types.StringValue("Workloads"), RecoveryTimeout: types.StringValue("20m"),
+		Gates: objectValue(gatesAttrTypes, map[string]attr.Value{"prometheus": prom}, &diags),
+		Window: objectValue(windowAttrTypes, map[string]attr.Value{"days": days, "start": types.StringValue("22:00"),
+			"end": types.StringValue("04:00"), "time_zone": types.StringValue("Europe/Berlin")}, &diags),
+		Notify: notify,
+	}
+	mustOK(t, diags)
+	return m
 }
 
 // specModelDiff names the attributes whose values differ.
 func specModelDiff(a, b rolloutSpecModel) string {
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	return strings.Join(fieldDiff(reflect.ValueOf(a), reflect.ValueOf(b)), "; ")
+}
+
+// fieldDiff compares the attr.Value fields of two model structs, and of the
+// structs they embed.
+func fieldDiff(va, vb reflect.Value) []string {
 	var diff []string
 	for i := range va.NumField() {
+		if f := va.Type().Field(i); f.Anonymous && f.Type.Kind() == reflect.Struct {
+			diff = append(diff, fieldDiff(va.Field(i), vb.Field(i))...)
+			continue
+		}
 		x, y := va.Field(i).Interface().(attr.Value), vb.Field(i).Interface().(attr.Value)
 		if !x.Equal(y) {
 			diff = append(diff, fmt.Sprintf("%s: %s, want %s", va.Type().Field(i).Name, x, y))
 		}
 	}
-	return strings.Join(diff, "; ")
+	return diff
 }
 
 func mustOK(t *testing.T, diags diag.Diagnostics) {
@@ -229,20 +266,46 @@ func TestRolloutSettled(t *testing.T) {
 	stale := rolloutWith(nmv1alpha1.RolloutSucceeded)
 	stale.Status.ObservedGeneration = 1
 	for _, tt := range []struct {
-		r              *rollout
-		paused, settle bool
+		r      *rollout
+		goal   rolloutGoal
+		settle bool
 	}{
-		{nil, false, true},
-		{rolloutWith(""), false, false},
-		{rolloutWith(nmv1alpha1.RolloutProgressing), false, false},
-		{rolloutWith(nmv1alpha1.RolloutPaused), false, false},
-		{rolloutWith(nmv1alpha1.RolloutPaused), true, true},
-		{rolloutWith(nmv1alpha1.RolloutHalted), false, true},
-		{rolloutWith(nmv1alpha1.RolloutSucceeded), true, true},
-		{stale, false, false}, // the operator has not seen the update yet
+		{nil, goalEnded, true},
+		{rolloutWith(""), goalEnded, false},
+		{rolloutWith(""), goalAccepted, false}, // not picked up yet
+		{rolloutWith(nmv1alpha1.RolloutPending), goalAccepted, false},
+		{rolloutWith(nmv1alpha1.RolloutProgressing), goalEnded, false},
+		{rolloutWith(nmv1alpha1.RolloutProgressing), goalAccepted, true},
+		{rolloutWith(nmv1alpha1.RolloutPaused), goalEnded, false},
+		{rolloutWith(nmv1alpha1.RolloutPaused), goalAccepted, false}, // the configuration resumes it
+		{rolloutWith(nmv1alpha1.RolloutPaused), goalPaused, true},
+		{rolloutWith(nmv1alpha1.RolloutHalted), goalEnded, true},
+		{rolloutWith(nmv1alpha1.RolloutHalted), goalAccepted, true},
+		{rolloutWith(nmv1alpha1.RolloutSucceeded), goalPaused, true},
+		{stale, goalEnded, false}, // the operator has not seen the update yet
+		{stale, goalAccepted, false},
 	} {
-		if got := rolloutSettled(tt.paused)(tt.r); got != tt.settle {
-			t.Errorf("%+v paused=%v: settled %v", tt.r, tt.paused, got)
+		if got := rolloutSettled(tt.goal)(tt.r); got != tt.settle {
+			t.Errorf("%+v goal %s: settled %v", tt.r, tt.goal, got)
+		}
+	}
+}
+
+// The goal follows paused, then wait_for_completion.
+func TestRolloutGoal(t *testing.T) {
+	for _, tt := range []struct {
+		paused, wait types.Bool
+		want         rolloutGoal
+	}{
+		{types.BoolValue(false), types.BoolValue(true), goalEnded},
+		{types.BoolValue(false), types.BoolNull(), goalEnded},
+		{types.BoolValue(false), types.BoolValue(false), goalAccepted},
+		{types.BoolValue(true), types.BoolValue(false), goalPaused},
+	} {
+		m := rolloutResourceModel{WaitForCompletion: tt.wait}
+		m.Paused = tt.paused
+		if got := m.goal(); got != tt.want {
+			t.Errorf("paused %s wait %s: goal %s, want %s", tt.paused, tt.wait, got, tt.want)
 		}
 	}
 }
@@ -332,18 +395,21 @@ func TestResolveNodesRefusesEmptySets(t *testing.T) {
 	}
 }
 
-// An update patches only what changes in place, and removes what was unset.
-func TestInPlacePatch(t *testing.T) {
+// An update writes every field that changes in place, including the ones
+// unset (removed), and keeps the node set, the drain and the step.
+func TestSetInPlace(t *testing.T) {
 	spec, diags := fullRolloutSpec(t).spec(context.Background())
 	mustOK(t, diags)
-	spec.Reason, spec.HoldFor = "", nil
-	got, err := inPlacePatch(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"spec":{"holdFor":null,"maxFailures":2,"maxUnavailable":"30%","onFailure":"Continue","paused":true,"reason":null,"soakFor":"5m0s"}}`
-	if string(got) != want {
-		t.Errorf("patch\n%s\nwant\n%s", got, want)
+	spec.Reason, spec.HoldFor, spec.Window = "", nil, nil
+	was, diags := fullRolloutSpec(t).spec(context.Background())
+	mustOK(t, diags)
+	was.NodeSelector, was.Drain, was.Step.Namespace = nil, nil, "elsewhere"
+	got := *was.DeepCopy()
+	setInPlace(&got, spec)
+	want := *spec.DeepCopy()
+	want.NodeSelector, want.Drain, want.Step = was.NodeSelector, was.Drain, was.Step
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("setInPlace wrote\n%+v\nwant\n%+v", got, want)
 	}
 }
 

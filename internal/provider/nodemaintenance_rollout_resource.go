@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
@@ -68,7 +68,7 @@ func (r *RolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	}
 	var state rolloutResourceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || (req.Plan.Raw.Equal(req.State.Raw) && !state.unsettled(plan.Paused.ValueBool())) {
+	if resp.Diagnostics.HasError() || (req.Plan.Raw.Equal(req.State.Raw) && !state.unsettled(plan.goal())) {
 		return
 	}
 	status, diags := unknownRolloutStatus(ctx)
@@ -81,20 +81,16 @@ func (r *RolloutResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 }
 
 // unsettled tells whether a status in the state is of a rollout an apply
-// would still wait for: not picked up yet, Pending or Progressing, or
-// Paused when the configuration no longer pauses it.
-func (s rolloutStatusModel) unsettled(paused bool) bool {
-	switch nmv1alpha1.RolloutPhase(s.Phase.ValueString()) {
-	case "", nmv1alpha1.RolloutPending, nmv1alpha1.RolloutProgressing:
-		return true
-	case nmv1alpha1.RolloutPaused:
-		return !paused
-	}
-	return false
+// would still wait for: not picked up yet, or in a phase the goal does not
+// wait for (Progressing, unless wait_for_completion is false; Paused, when
+// the configuration no longer pauses it).
+func (s rolloutStatusModel) unsettled(goal rolloutGoal) bool {
+	return !goal.reached(nmv1alpha1.RolloutPhase(s.Phase.ValueString()))
 }
 
 // Create creates the rollout and waits until it succeeded (or, created
-// paused, until its node set is resolved).
+// paused or with wait_for_completion = false, until its node set is
+// resolved).
 func (r *RolloutResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan rolloutResourceModel
 	timeout, ok := begin(ctx, r.clients, &resp.Diagnostics, createTimeout(defaultRolloutCreateTimeout), read(req.Plan, &plan))
@@ -111,9 +107,9 @@ func (r *RolloutResource) Create(ctx context.Context, req resource.CreateRequest
 		r.clients.rolloutAPIError(&resp.Diagnostics, "Cannot Create NodeMaintenanceRollout", fmt.Sprintf("Creating NodeMaintenanceRollout %q", name), err)
 		return
 	}
-	tflog.Info(ctx, fmt.Sprintf("NodeMaintenanceRollout %s created; waiting up to %s for it to %s", name, timeout, goal(spec.Paused)))
+	tflog.Info(ctx, fmt.Sprintf("NodeMaintenanceRollout %s created; waiting up to %s for it to %s", name, timeout, plan.goal()))
 	plan.ID = types.StringValue(name)
-	got, deleted := r.await(ctx, name, spec.Paused, timeout, &resp.Diagnostics, "create")
+	got, deleted := r.await(ctx, name, plan.goal(), timeout, &resp.Diagnostics, "create")
 	if deleted {
 		return // nothing to keep in the state; await said why
 	}
@@ -123,22 +119,15 @@ func (r *RolloutResource) Create(ctx context.Context, req resource.CreateRequest
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-func goal(paused bool) string {
-	if paused {
-		return "resolve its node set (created paused)"
-	}
-	return "succeed"
-}
-
-// await waits up to timeout until the rollout settled (rolloutSettled),
+// await waits up to timeout until the rollout reached the goal (rolloutSettled),
 // logging the progress timeline, adds what went wrong to diags, and returns
 // the last object seen (nil when never read) and whether it was deleted
 // meanwhile. An interrupted wait is only a warning: the rollout goes on.
-func (r *RolloutResource) await(ctx context.Context, name string, paused bool, timeout time.Duration, diags *diag.Diagnostics, op string) (got *rollout, deleted bool) {
+func (r *RolloutResource) await(ctx context.Context, name string, goal rolloutGoal, timeout time.Duration, diags *diag.Diagnostics, op string) (got *rollout, deleted bool) {
 	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	timeline := newRolloutTimeline(name)
-	got, err := waitForObject(waitCtx, r.clients.kube, rollouts, name, rolloutSettled(paused), func(o *rollout) {
+	got, err := waitForObject(waitCtx, r.clients.kube, rollouts, name, rolloutSettled(goal), func(o *rollout) {
 		for _, line := range timeline.lines(o) {
 			tflog.Info(ctx, line)
 		}
@@ -195,8 +184,8 @@ func (r *RolloutResource) Read(ctx context.Context, req resource.ReadRequest, re
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
-// Update patches what can change in place (max_unavailable, paused, reason,
-// hold_for, soak_for, on_failure, max_failures), then waits as create does.
+// Update writes what can change in place (setInPlace: everything but the
+// node set, the drain and the step), then waits as create does.
 func (r *RolloutResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan, state rolloutResourceModel
 	timeout, ok := begin(ctx, r.clients, &resp.Diagnostics, updateTimeout(defaultRolloutCreateTimeout), read(req.Plan, &plan), read(req.State, &state))
@@ -208,17 +197,13 @@ func (r *RolloutResource) Update(ctx context.Context, req resource.UpdateRequest
 	if resp.Diagnostics.Append(diags...); diags.HasError() {
 		return
 	}
-	patch, err := inPlacePatch(spec)
-	if err == nil {
-		err = r.clients.kube.Patch(ctx, &rollout{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch("application/merge-patch+json", patch))
-	}
-	if err != nil {
+	if err := r.updateInPlace(ctx, name, spec); err != nil {
 		r.clients.rolloutAPIError(&resp.Diagnostics, "Cannot Update NodeMaintenanceRollout", fmt.Sprintf("Updating NodeMaintenanceRollout %q", name), err)
 		return
 	}
 	plan.ID = state.ID
-	tflog.Info(ctx, fmt.Sprintf("NodeMaintenanceRollout %s updated; waiting up to %s for it to %s", name, timeout, goal(spec.Paused)))
-	got, deleted := r.await(ctx, name, spec.Paused, timeout, &resp.Diagnostics, "update")
+	tflog.Info(ctx, fmt.Sprintf("NodeMaintenanceRollout %s updated; waiting up to %s for it to %s", name, timeout, plan.goal()))
+	got, deleted := r.await(ctx, name, plan.goal(), timeout, &resp.Diagnostics, "update")
 	switch {
 	case deleted:
 		resp.State.RemoveResource(ctx)
@@ -231,20 +216,25 @@ func (r *RolloutResource) Update(ctx context.Context, req resource.UpdateRequest
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-// inPlacePatch is a merge patch of the spec fields that change in place;
-// an unset one is removed (null).
-func inPlacePatch(s nmv1alpha1.NodeMaintenanceRolloutSpec) ([]byte, error) {
-	var reason, onFailure *string
-	if s.Reason != "" {
-		reason = &s.Reason
-	}
-	if s.OnFailure != "" {
-		onFailure = (*string)(&s.OnFailure)
-	}
-	return json.Marshal(map[string]any{"spec": map[string]any{
-		"maxUnavailable": s.MaxUnavailable, "paused": s.Paused, "reason": reason, "holdFor": s.HoldFor,
-		"soakFor": s.SoakFor, "onFailure": onFailure, "maxFailures": s.MaxFailures,
-	}})
+// setInPlace copies the spec fields that change in place from src to dst;
+// the others (the node set, the drain, the step) stay as dst has them.
+func setInPlace(dst *nmv1alpha1.NodeMaintenanceRolloutSpec, src nmv1alpha1.NodeMaintenanceRolloutSpec) {
+	dst.MaxUnavailable, dst.Paused, dst.Reason, dst.HoldFor, dst.SoakFor = src.MaxUnavailable, src.Paused, src.Reason, src.HoldFor, src.SoakFor
+	dst.OnFailure, dst.MaxFailures = src.OnFailure, src.MaxFailures
+	dst.RecoveryGate, dst.RecoveryTimeout, dst.Gates, dst.Window, dst.Notify = src.RecoveryGate, src.RecoveryTimeout, src.Gates, src.Window, src.Notify
+}
+
+// updateInPlace reads the rollout and writes the fields that change in
+// place, again on a conflict (the operator writes its finalizer).
+func (r *RolloutResource) updateInPlace(ctx context.Context, name string, spec nmv1alpha1.NodeMaintenanceRolloutSpec) error {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		obj := &rollout{}
+		if err := r.clients.kube.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+			return err
+		}
+		setInPlace(&obj.Spec, spec)
+		return r.clients.kube.Update(ctx, obj)
+	})
 }
 
 // Delete deletes the rollout and waits until it is gone: the operator has
@@ -310,4 +300,12 @@ func (c *clients) rolloutAPIError(diags *diag.Diagnostics, summary, what string,
 	default:
 		c.apiError(diags, summary, what, err)
 	}
+}
+
+// orNull is s, or nil (JSON null) when empty.
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -87,6 +87,11 @@ func (r *RolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				"rollout to finish, as a create does.",
 		},
 	}
+	attrs["wait_for_completion"] = schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+		MarkdownDescription: "Whether create and update wait until the rollout ends (`true`, the default), or return once the operator " +
+			"accepted it and resolved its node set (`false`), so that a pipeline does not hold a runner for a window hours away; the " +
+			"`nodemaintenance_rollout` data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster."}
+	safetyAttributes(attrs)
 	rolloutStatusAttributes.resourceAttributes(attrs)
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Maintains every node of a set in waves: creates a `NodeMaintenanceRollout` (`nodemaintenance.io/v1alpha1`), " +

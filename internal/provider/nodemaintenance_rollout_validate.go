@@ -3,7 +3,9 @@ package provider
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -20,10 +22,12 @@ import (
 // (api/v1alpha1/validation) name them, and the resource's attributes. checked
 // says that the attribute's own validators check the field already, so that
 // validRollout does not report it twice.
-var rolloutFields = []struct {
+type rolloutField struct {
 	spec, name string
 	checked    bool
-}{
+}
+
+var rolloutFields = []rolloutField{
 	{"spec.maxUnavailable", "max_unavailable", false},
 	{"spec.maxFailures", "max_failures", false},
 	{"spec.onFailure", "on_failure", false},
@@ -36,24 +40,59 @@ var rolloutFields = []struct {
 	{"spec.soakFor", "soak_for", true},
 	{"spec.reason", "reason", true},
 	{"spec.drain", "drain", true}, // validDrain
+	{"spec.recoveryGate", "recovery_gate", true},
+	{"spec.recoveryTimeout", "recovery_timeout", true},
+	{"spec.gates", "gates", false},
+	{"spec.window", "window", false},
+	{"spec.notify", "notify", false},
 }
 
-// rolloutNames renames the rollout's spec fields to the resource's
-// attributes, longest first (see drainNames).
-var rolloutNames = func() *strings.Replacer {
-	fields := slices.Clone(rolloutFields)
-	slices.SortStableFunc(fields, func(a, b struct {
-		spec, name string
-		checked    bool
-	}) int {
-		return len(b.spec) - len(a.spec)
-	})
-	pairs := make([]string, 0, 2*len(fields))
-	for _, f := range fields {
-		pairs = append(pairs, f.spec, f.name)
+// specField matches a field path of the API's rules: spec.window.timeZone,
+// spec.notify[0].secretRef.name.
+var specField = regexp.MustCompile(`spec(\.[A-Za-z][A-Za-z0-9]*(\[[0-9]+\])?)+`)
+
+// snakeNames are the words of the rollout's field paths that the resource
+// writes in snake case; every other word is the same in both.
+var snakeNames = map[string]string{
+	"maxUnavailable": "max_unavailable", "maxFailures": "max_failures", "onFailure": "on_failure", "jobTemplate": "job_template",
+	"nodeSelector": "node_selector", "nodeNames": "node_names", "holdFor": "hold_for", "soakFor": "soak_for",
+	"recoveryGate": "recovery_gate", "recoveryTimeout": "recovery_timeout", "timeZone": "time_zone", "secretRef": "secret_ref",
+}
+
+// rolloutAttributeName is a rollout's field path (spec.notify[0].secretRef)
+// in the resource's names (notify[0].secret_ref), or "" for a path that is
+// not the rollout's. Inside step.job_template the Job's own names stay.
+func rolloutAttributeName(field string) string {
+	segs := strings.Split(strings.TrimPrefix(field, "spec."), ".")
+	first, _, _ := strings.Cut(segs[0], "[")
+	if !slices.ContainsFunc(rolloutFields, func(f rolloutField) bool { return strings.HasPrefix(f.spec, "spec."+first) }) {
+		return ""
 	}
-	return strings.NewReplacer(pairs...)
-}()
+	for i, seg := range segs {
+		word, index, _ := strings.Cut(seg, "[")
+		if n, ok := snakeNames[word]; ok {
+			word = n
+		}
+		if index != "" {
+			word += "[" + index
+		}
+		segs[i] = word
+		if word == "job_template" {
+			break
+		}
+	}
+	return strings.Join(segs, ".")
+}
+
+// rolloutTerraformNames renames the rollout's field paths in msg.
+func rolloutTerraformNames(msg string) string {
+	return specField.ReplaceAllStringFunc(msg, func(field string) string {
+		if name := rolloutAttributeName(field); name != "" {
+			return name
+		}
+		return field
+	})
+}
 
 // validRollout checks the configuration at plan time with the rules the
 // webhook applies (rolloutvalidation.ValidateRollout): the bounds of
@@ -115,22 +154,41 @@ func rolloutProblems(spec nmv1alpha1.NodeMaintenanceRolloutSpec, templateUnknown
 	return diags
 }
 
-// rolloutAttribute is the attribute a problem is about (the first field it
-// names), and whether that attribute checks itself.
+// rolloutAttribute is the attribute a problem is about (the first rollout
+// field it names, in the resource's names), and whether that attribute
+// checks itself (the field's row in rolloutFields, by longest prefix).
 func rolloutAttribute(problem string) (name string, checked bool) {
-	at := len(problem)
-	for _, f := range rolloutFields {
-		if i := strings.Index(problem, f.spec); i >= 0 && i < at {
-			at, name, checked = i, f.name, f.checked
+	for _, field := range specField.FindAllString(problem, -1) {
+		if name = rolloutAttributeName(field); name == "" {
+			continue
 		}
+		if before, _, inside := strings.Cut(name, "job_template."); inside {
+			name = before + "job_template" // the rest is inside the Job's value
+		}
+		best := 0
+		for _, f := range rolloutFields {
+			if strings.HasPrefix(field, f.spec) && len(f.spec) > best {
+				best, checked = len(f.spec), f.checked
+			}
+		}
+		return name, checked
 	}
-	return name, checked
+	return "", false
 }
 
+// attributePath is an attribute's name as a path: notify[0].secret_ref.name.
 func attributePath(name string) path.Path {
-	parent, child, nested := strings.Cut(name, ".")
-	if nested {
-		return path.Root(parent).AtName(child)
+	var p path.Path
+	for i, seg := range strings.Split(name, ".") {
+		word, index, _ := strings.Cut(seg, "[")
+		if i == 0 {
+			p = path.Root(word)
+		} else {
+			p = p.AtName(word)
+		}
+		if n, err := strconv.Atoi(strings.TrimSuffix(index, "]")); index != "" && err == nil {
+			p = p.AtListIndex(n)
+		}
 	}
-	return path.Root(name)
+	return p
 }

@@ -23,25 +23,61 @@ var rollouts = watchedKind[rollout, *rollout]{
 	status: func(r *rollout) any { return r.Status },
 }
 
+// rolloutGoal is what an apply waits for.
+type rolloutGoal int
+
+const (
+	// goalEnded: the rollout ended, Succeeded or Halted (the default).
+	goalEnded rolloutGoal = iota
+	// goalPaused: the configuration pauses it; it is Paused, its node set
+	// resolved.
+	goalPaused
+	// goalAccepted: wait_for_completion = false; its node set is resolved
+	// (a data source gates on its end later).
+	goalAccepted
+)
+
+// goal is what an apply of the configuration m waits for.
+func (m rolloutResourceModel) goal() rolloutGoal {
+	switch {
+	case m.Paused.ValueBool():
+		return goalPaused
+	case !m.WaitForCompletion.IsNull() && !m.WaitForCompletion.IsUnknown() && !m.WaitForCompletion.ValueBool():
+		return goalAccepted
+	}
+	return goalEnded
+}
+
+func (g rolloutGoal) String() string {
+	switch g {
+	case goalPaused:
+		return "resolve its node set (paused)"
+	case goalAccepted:
+		return "resolve its node set (wait_for_completion = false)"
+	}
+	return "succeed"
+}
+
+// reached tells whether a rollout whose operator has seen the current spec
+// is in a phase the goal waits for.
+func (g rolloutGoal) reached(phase nmv1alpha1.RolloutPhase) bool {
+	switch phase {
+	case nmv1alpha1.RolloutSucceeded, nmv1alpha1.RolloutHalted:
+		return true
+	case nmv1alpha1.RolloutPaused:
+		return g == goalPaused
+	case nmv1alpha1.RolloutProgressing:
+		return g == goalAccepted
+	}
+	return false
+}
+
 // rolloutSettled is the condition of an apply's wait: the operator has seen
-// the current spec and the rollout ended (Succeeded or Halted), or, when the
-// configuration pauses it, it is Paused (its node set resolved). A rollout
-// that is gone ends the wait too.
-func rolloutSettled(paused bool) func(*rollout) bool {
+// the current spec and the rollout reached the goal. A rollout that is gone
+// ends the wait too.
+func rolloutSettled(goal rolloutGoal) func(*rollout) bool {
 	return func(r *rollout) bool {
-		if r == nil {
-			return true
-		}
-		if r.Status.ObservedGeneration < r.Generation {
-			return false
-		}
-		switch r.Status.Phase {
-		case nmv1alpha1.RolloutSucceeded, nmv1alpha1.RolloutHalted:
-			return true
-		case nmv1alpha1.RolloutPaused:
-			return paused
-		}
-		return false
+		return r == nil || (r.Status.ObservedGeneration >= r.Generation && goal.reached(r.Status.Phase))
 	}
 }
 
