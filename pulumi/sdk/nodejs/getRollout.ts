@@ -27,12 +27,14 @@ export interface GetRolloutArgs {
  * A collection of values returned by getRollout.
  */
 export interface GetRolloutResult {
+    readonly blockers: string[];
     readonly done: number;
     readonly failed: number;
     readonly id: string;
     readonly inProgress: number;
     readonly message: string;
     readonly name: string;
+    readonly nextWindowStart: string;
     readonly nodes: outputs.GetRolloutNode[];
     readonly phase: string;
     readonly total: number;

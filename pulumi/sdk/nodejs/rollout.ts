@@ -51,6 +51,10 @@ export class Rollout extends pulumi.CustomResource {
     }
 
     /**
+     * What holds the next node, a sentence each: a closed gate, the window, workloads not yet recovered, someone else's NodeMaintenance; empty when nothing does.
+     */
+    declare public /*out*/ readonly blockers: pulumi.Output<string[]>;
+    /**
      * Nodes `Done`: maintained, restored and soaked.
      */
     declare public /*out*/ readonly done: pulumi.Output<number>;
@@ -62,6 +66,10 @@ export class Rollout extends pulumi.CustomResource {
      * Nodes `Failed`.
      */
     declare public /*out*/ readonly failed: pulumi.Output<number>;
+    /**
+     * Checks outside the rollout that hold the next node while they are closed; the nodes in progress finish. Updated in place.
+     */
+    declare public readonly gates: pulumi.Output<outputs.RolloutGates | undefined>;
     /**
      * Without a <span pulumi-lang-nodejs="`step`" pulumi-lang-dotnet="`Step`" pulumi-lang-go="`step`" pulumi-lang-python="`step`" pulumi-lang-yaml="`step`" pulumi-lang-java="`step`">`step`</span>: how long each drained node stays in maintenance before it is restored, as a Go duration (<span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>). Default 0. Updated in place.
      */
@@ -87,6 +95,10 @@ export class Rollout extends pulumi.CustomResource {
      */
     declare public readonly name: pulumi.Output<string>;
     /**
+     * While <span pulumi-lang-nodejs="`window`" pulumi-lang-dotnet="`Window`" pulumi-lang-go="`window`" pulumi-lang-python="`window`" pulumi-lang-yaml="`window`" pulumi-lang-java="`window`">`window`</span> is closed, when it opens next (RFC 3339); empty otherwise.
+     */
+    declare public /*out*/ readonly nextWindowStart: pulumi.Output<string>;
+    /**
      * The nodes to maintain, by name, in this order. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
      */
     declare public readonly nodeNames: pulumi.Output<string[] | undefined>;
@@ -95,9 +107,13 @@ export class Rollout extends pulumi.CustomResource {
      */
     declare public readonly nodeSelector: pulumi.Output<string | undefined>;
     /**
-     * A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
+     * A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Recovering`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> (the Deployments, ReplicaSets and StatefulSets its drain was to evict pods of (`Kind namespace/name`), recorded when it started: the recovery gate waits for them), <span pulumi-lang-nodejs="`waitingForWorkloads`" pulumi-lang-dotnet="`WaitingForWorkloads`" pulumi-lang-go="`waitingForWorkloads`" pulumi-lang-python="`waiting_for_workloads`" pulumi-lang-yaml="`waitingForWorkloads`" pulumi-lang-java="`waitingForWorkloads`">`waiting_for_workloads`</span> (those of <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> not yet fully available again, each with its availability), <span pulumi-lang-nodejs="`recoveredAt`" pulumi-lang-dotnet="`RecoveredAt`" pulumi-lang-go="`recoveredAt`" pulumi-lang-python="`recovered_at`" pulumi-lang-yaml="`recoveredAt`" pulumi-lang-java="`recoveredAt`">`recovered_at`</span> (when it and its workloads had recovered; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
      */
     declare public /*out*/ readonly nodes: pulumi.Output<outputs.RolloutNode[]>;
+    /**
+     * HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
+     */
+    declare public readonly notifies: pulumi.Output<outputs.RolloutNotify[] | undefined>;
     /**
      * What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
      */
@@ -115,6 +131,14 @@ export class Rollout extends pulumi.CustomResource {
      */
     declare public readonly reason: pulumi.Output<string | undefined>;
     /**
+     * What a restored node waits for before its slot goes to the next node: `Workloads` (the default) waits until the node is Ready and every Deployment, ReplicaSet and StatefulSet that had pods evicted from it is fully available again; `NodeReady` waits only for the node to be Ready. Updated in place.
+     */
+    declare public readonly recoveryGate: pulumi.Output<string | undefined>;
+    /**
+     * Bounds the recovery wait of one node, from its restore, as a Go duration (default <span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>); past it the node fails, naming the workloads not recovered, and the rollout follows <span pulumi-lang-nodejs="`onFailure`" pulumi-lang-dotnet="`OnFailure`" pulumi-lang-go="`onFailure`" pulumi-lang-python="`on_failure`" pulumi-lang-yaml="`onFailure`" pulumi-lang-java="`onFailure`">`on_failure`</span>. Updated in place.
+     */
+    declare public readonly recoveryTimeout: pulumi.Output<string | undefined>;
+    /**
      * How long each node must be restored and Ready before its slot goes to the next node, as a Go duration (<span pulumi-lang-nodejs="`5m`" pulumi-lang-dotnet="`5m`" pulumi-lang-go="`5m`" pulumi-lang-python="`5m`" pulumi-lang-yaml="`5m`" pulumi-lang-java="`5m`">`5m`</span>). Default 0. Updated in place.
      */
     declare public readonly soakFor: pulumi.Output<string | undefined>;
@@ -127,6 +151,14 @@ export class Rollout extends pulumi.CustomResource {
      * Nodes in the set, resolved once when the rollout starts.
      */
     declare public /*out*/ readonly total: pulumi.Output<number>;
+    /**
+     * Whether create and update wait until the rollout ends (<span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span>, the default), or return once the operator accepted it and resolved its node set (<span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span>), so that a pipeline does not hold a runner for a window hours away; the <span pulumi-lang-nodejs="`nodemaintenance.Rollout`" pulumi-lang-dotnet="`nodemaintenance.Rollout`" pulumi-lang-go="`Rollout`" pulumi-lang-python="`Rollout`" pulumi-lang-yaml="`nodemaintenance.Rollout`" pulumi-lang-java="`nodemaintenance.Rollout`">`nodemaintenance.Rollout`</span> data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster.
+     */
+    declare public readonly waitForCompletion: pulumi.Output<boolean>;
+    /**
+     * When nodes may start: a node starts only inside the window, and a node in progress finishes. <span pulumi-lang-nodejs="`nextWindowStart`" pulumi-lang-dotnet="`NextWindowStart`" pulumi-lang-go="`nextWindowStart`" pulumi-lang-python="`next_window_start`" pulumi-lang-yaml="`nextWindowStart`" pulumi-lang-java="`nextWindowStart`">`next_window_start`</span> says when a closed window opens. Updated in place.
+     */
+    declare public readonly window: pulumi.Output<outputs.RolloutWindow | undefined>;
 
     /**
      * Create a Rollout resource with the given unique name, arguments, and options.
@@ -141,48 +173,64 @@ export class Rollout extends pulumi.CustomResource {
         opts = opts || {};
         if (opts.id) {
             const state = argsOrState as RolloutState | undefined;
+            resourceInputs["blockers"] = state?.blockers;
             resourceInputs["done"] = state?.done;
             resourceInputs["drain"] = state?.drain;
             resourceInputs["failed"] = state?.failed;
+            resourceInputs["gates"] = state?.gates;
             resourceInputs["holdFor"] = state?.holdFor;
             resourceInputs["inProgress"] = state?.inProgress;
             resourceInputs["maxFailures"] = state?.maxFailures;
             resourceInputs["maxUnavailable"] = state?.maxUnavailable;
             resourceInputs["message"] = state?.message;
             resourceInputs["name"] = state?.name;
+            resourceInputs["nextWindowStart"] = state?.nextWindowStart;
             resourceInputs["nodeNames"] = state?.nodeNames;
             resourceInputs["nodeSelector"] = state?.nodeSelector;
             resourceInputs["nodes"] = state?.nodes;
+            resourceInputs["notifies"] = state?.notifies;
             resourceInputs["onFailure"] = state?.onFailure;
             resourceInputs["paused"] = state?.paused;
             resourceInputs["phase"] = state?.phase;
             resourceInputs["reason"] = state?.reason;
+            resourceInputs["recoveryGate"] = state?.recoveryGate;
+            resourceInputs["recoveryTimeout"] = state?.recoveryTimeout;
             resourceInputs["soakFor"] = state?.soakFor;
             resourceInputs["step"] = state?.step;
             resourceInputs["timeouts"] = state?.timeouts;
             resourceInputs["total"] = state?.total;
+            resourceInputs["waitForCompletion"] = state?.waitForCompletion;
+            resourceInputs["window"] = state?.window;
         } else {
             const args = argsOrState as RolloutArgs | undefined;
             if (args?.name === undefined && !opts.urn) {
                 throw new Error("Missing required property 'name'");
             }
             resourceInputs["drain"] = args?.drain;
+            resourceInputs["gates"] = args?.gates;
             resourceInputs["holdFor"] = args?.holdFor;
             resourceInputs["maxFailures"] = args?.maxFailures;
             resourceInputs["maxUnavailable"] = args?.maxUnavailable;
             resourceInputs["name"] = args?.name;
             resourceInputs["nodeNames"] = args?.nodeNames;
             resourceInputs["nodeSelector"] = args?.nodeSelector;
+            resourceInputs["notifies"] = args?.notifies;
             resourceInputs["onFailure"] = args?.onFailure;
             resourceInputs["paused"] = args?.paused;
             resourceInputs["reason"] = args?.reason;
+            resourceInputs["recoveryGate"] = args?.recoveryGate;
+            resourceInputs["recoveryTimeout"] = args?.recoveryTimeout;
             resourceInputs["soakFor"] = args?.soakFor;
             resourceInputs["step"] = args?.step;
             resourceInputs["timeouts"] = args?.timeouts;
+            resourceInputs["waitForCompletion"] = args?.waitForCompletion;
+            resourceInputs["window"] = args?.window;
+            resourceInputs["blockers"] = undefined /*out*/;
             resourceInputs["done"] = undefined /*out*/;
             resourceInputs["failed"] = undefined /*out*/;
             resourceInputs["inProgress"] = undefined /*out*/;
             resourceInputs["message"] = undefined /*out*/;
+            resourceInputs["nextWindowStart"] = undefined /*out*/;
             resourceInputs["nodes"] = undefined /*out*/;
             resourceInputs["phase"] = undefined /*out*/;
             resourceInputs["total"] = undefined /*out*/;
@@ -197,6 +245,10 @@ export class Rollout extends pulumi.CustomResource {
  */
 export interface RolloutState {
     /**
+     * What holds the next node, a sentence each: a closed gate, the window, workloads not yet recovered, someone else's NodeMaintenance; empty when nothing does.
+     */
+    blockers?: pulumi.Input<pulumi.Input<string>[] | undefined>;
+    /**
      * Nodes `Done`: maintained, restored and soaked.
      */
     done?: pulumi.Input<number | undefined>;
@@ -208,6 +260,10 @@ export interface RolloutState {
      * Nodes `Failed`.
      */
     failed?: pulumi.Input<number | undefined>;
+    /**
+     * Checks outside the rollout that hold the next node while they are closed; the nodes in progress finish. Updated in place.
+     */
+    gates?: pulumi.Input<inputs.RolloutGates | undefined>;
     /**
      * Without a <span pulumi-lang-nodejs="`step`" pulumi-lang-dotnet="`Step`" pulumi-lang-go="`step`" pulumi-lang-python="`step`" pulumi-lang-yaml="`step`" pulumi-lang-java="`step`">`step`</span>: how long each drained node stays in maintenance before it is restored, as a Go duration (<span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>). Default 0. Updated in place.
      */
@@ -233,6 +289,10 @@ export interface RolloutState {
      */
     name?: pulumi.Input<string | undefined>;
     /**
+     * While <span pulumi-lang-nodejs="`window`" pulumi-lang-dotnet="`Window`" pulumi-lang-go="`window`" pulumi-lang-python="`window`" pulumi-lang-yaml="`window`" pulumi-lang-java="`window`">`window`</span> is closed, when it opens next (RFC 3339); empty otherwise.
+     */
+    nextWindowStart?: pulumi.Input<string | undefined>;
+    /**
      * The nodes to maintain, by name, in this order. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
      */
     nodeNames?: pulumi.Input<pulumi.Input<string>[] | undefined>;
@@ -241,9 +301,13 @@ export interface RolloutState {
      */
     nodeSelector?: pulumi.Input<string | undefined>;
     /**
-     * A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
+     * A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Recovering`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> (the Deployments, ReplicaSets and StatefulSets its drain was to evict pods of (`Kind namespace/name`), recorded when it started: the recovery gate waits for them), <span pulumi-lang-nodejs="`waitingForWorkloads`" pulumi-lang-dotnet="`WaitingForWorkloads`" pulumi-lang-go="`waitingForWorkloads`" pulumi-lang-python="`waiting_for_workloads`" pulumi-lang-yaml="`waitingForWorkloads`" pulumi-lang-java="`waitingForWorkloads`">`waiting_for_workloads`</span> (those of <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> not yet fully available again, each with its availability), <span pulumi-lang-nodejs="`recoveredAt`" pulumi-lang-dotnet="`RecoveredAt`" pulumi-lang-go="`recoveredAt`" pulumi-lang-python="`recovered_at`" pulumi-lang-yaml="`recoveredAt`" pulumi-lang-java="`recoveredAt`">`recovered_at`</span> (when it and its workloads had recovered; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
      */
     nodes?: pulumi.Input<pulumi.Input<inputs.RolloutNode>[] | undefined>;
+    /**
+     * HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
+     */
+    notifies?: pulumi.Input<pulumi.Input<inputs.RolloutNotify>[] | undefined>;
     /**
      * What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
      */
@@ -261,6 +325,14 @@ export interface RolloutState {
      */
     reason?: pulumi.Input<string | undefined>;
     /**
+     * What a restored node waits for before its slot goes to the next node: `Workloads` (the default) waits until the node is Ready and every Deployment, ReplicaSet and StatefulSet that had pods evicted from it is fully available again; `NodeReady` waits only for the node to be Ready. Updated in place.
+     */
+    recoveryGate?: pulumi.Input<string | undefined>;
+    /**
+     * Bounds the recovery wait of one node, from its restore, as a Go duration (default <span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>); past it the node fails, naming the workloads not recovered, and the rollout follows <span pulumi-lang-nodejs="`onFailure`" pulumi-lang-dotnet="`OnFailure`" pulumi-lang-go="`onFailure`" pulumi-lang-python="`on_failure`" pulumi-lang-yaml="`onFailure`" pulumi-lang-java="`onFailure`">`on_failure`</span>. Updated in place.
+     */
+    recoveryTimeout?: pulumi.Input<string | undefined>;
+    /**
      * How long each node must be restored and Ready before its slot goes to the next node, as a Go duration (<span pulumi-lang-nodejs="`5m`" pulumi-lang-dotnet="`5m`" pulumi-lang-go="`5m`" pulumi-lang-python="`5m`" pulumi-lang-yaml="`5m`" pulumi-lang-java="`5m`">`5m`</span>). Default 0. Updated in place.
      */
     soakFor?: pulumi.Input<string | undefined>;
@@ -273,6 +345,14 @@ export interface RolloutState {
      * Nodes in the set, resolved once when the rollout starts.
      */
     total?: pulumi.Input<number | undefined>;
+    /**
+     * Whether create and update wait until the rollout ends (<span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span>, the default), or return once the operator accepted it and resolved its node set (<span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span>), so that a pipeline does not hold a runner for a window hours away; the <span pulumi-lang-nodejs="`nodemaintenance.Rollout`" pulumi-lang-dotnet="`nodemaintenance.Rollout`" pulumi-lang-go="`Rollout`" pulumi-lang-python="`Rollout`" pulumi-lang-yaml="`nodemaintenance.Rollout`" pulumi-lang-java="`nodemaintenance.Rollout`">`nodemaintenance.Rollout`</span> data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster.
+     */
+    waitForCompletion?: pulumi.Input<boolean | undefined>;
+    /**
+     * When nodes may start: a node starts only inside the window, and a node in progress finishes. <span pulumi-lang-nodejs="`nextWindowStart`" pulumi-lang-dotnet="`NextWindowStart`" pulumi-lang-go="`nextWindowStart`" pulumi-lang-python="`next_window_start`" pulumi-lang-yaml="`nextWindowStart`" pulumi-lang-java="`nextWindowStart`">`next_window_start`</span> says when a closed window opens. Updated in place.
+     */
+    window?: pulumi.Input<inputs.RolloutWindow | undefined>;
 }
 
 /**
@@ -283,6 +363,10 @@ export interface RolloutArgs {
      * How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
      */
     drain?: pulumi.Input<inputs.RolloutDrain | undefined>;
+    /**
+     * Checks outside the rollout that hold the next node while they are closed; the nodes in progress finish. Updated in place.
+     */
+    gates?: pulumi.Input<inputs.RolloutGates | undefined>;
     /**
      * Without a <span pulumi-lang-nodejs="`step`" pulumi-lang-dotnet="`Step`" pulumi-lang-go="`step`" pulumi-lang-python="`step`" pulumi-lang-yaml="`step`" pulumi-lang-java="`step`">`step`</span>: how long each drained node stays in maintenance before it is restored, as a Go duration (<span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>). Default 0. Updated in place.
      */
@@ -308,6 +392,10 @@ export interface RolloutArgs {
      */
     nodeSelector?: pulumi.Input<string | undefined>;
     /**
+     * HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
+     */
+    notifies?: pulumi.Input<pulumi.Input<inputs.RolloutNotify>[] | undefined>;
+    /**
      * What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
      */
     onFailure?: pulumi.Input<string | undefined>;
@@ -320,6 +408,14 @@ export interface RolloutArgs {
      */
     reason?: pulumi.Input<string | undefined>;
     /**
+     * What a restored node waits for before its slot goes to the next node: `Workloads` (the default) waits until the node is Ready and every Deployment, ReplicaSet and StatefulSet that had pods evicted from it is fully available again; `NodeReady` waits only for the node to be Ready. Updated in place.
+     */
+    recoveryGate?: pulumi.Input<string | undefined>;
+    /**
+     * Bounds the recovery wait of one node, from its restore, as a Go duration (default <span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>); past it the node fails, naming the workloads not recovered, and the rollout follows <span pulumi-lang-nodejs="`onFailure`" pulumi-lang-dotnet="`OnFailure`" pulumi-lang-go="`onFailure`" pulumi-lang-python="`on_failure`" pulumi-lang-yaml="`onFailure`" pulumi-lang-java="`onFailure`">`on_failure`</span>. Updated in place.
+     */
+    recoveryTimeout?: pulumi.Input<string | undefined>;
+    /**
      * How long each node must be restored and Ready before its slot goes to the next node, as a Go duration (<span pulumi-lang-nodejs="`5m`" pulumi-lang-dotnet="`5m`" pulumi-lang-go="`5m`" pulumi-lang-python="`5m`" pulumi-lang-yaml="`5m`" pulumi-lang-java="`5m`">`5m`</span>). Default 0. Updated in place.
      */
     soakFor?: pulumi.Input<string | undefined>;
@@ -328,4 +424,12 @@ export interface RolloutArgs {
      */
     step?: pulumi.Input<inputs.RolloutStep | undefined>;
     timeouts?: pulumi.Input<inputs.RolloutTimeouts | undefined>;
+    /**
+     * Whether create and update wait until the rollout ends (<span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span>, the default), or return once the operator accepted it and resolved its node set (<span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span>), so that a pipeline does not hold a runner for a window hours away; the <span pulumi-lang-nodejs="`nodemaintenance.Rollout`" pulumi-lang-dotnet="`nodemaintenance.Rollout`" pulumi-lang-go="`Rollout`" pulumi-lang-python="`Rollout`" pulumi-lang-yaml="`nodemaintenance.Rollout`" pulumi-lang-java="`nodemaintenance.Rollout`">`nodemaintenance.Rollout`</span> data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster.
+     */
+    waitForCompletion?: pulumi.Input<boolean | undefined>;
+    /**
+     * When nodes may start: a node starts only inside the window, and a node in progress finishes. <span pulumi-lang-nodejs="`nextWindowStart`" pulumi-lang-dotnet="`NextWindowStart`" pulumi-lang-go="`nextWindowStart`" pulumi-lang-python="`next_window_start`" pulumi-lang-yaml="`nextWindowStart`" pulumi-lang-java="`nextWindowStart`">`next_window_start`</span> says when a closed window opens. Updated in place.
+     */
+    window?: pulumi.Input<inputs.RolloutWindow | undefined>;
 }

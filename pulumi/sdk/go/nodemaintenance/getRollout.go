@@ -29,15 +29,17 @@ type LookupRolloutArgs struct {
 
 // A collection of values returned by getRollout.
 type LookupRolloutResult struct {
-	Done       int              `pulumi:"done"`
-	Failed     int              `pulumi:"failed"`
-	Id         string           `pulumi:"id"`
-	InProgress int              `pulumi:"inProgress"`
-	Message    string           `pulumi:"message"`
-	Name       string           `pulumi:"name"`
-	Nodes      []GetRolloutNode `pulumi:"nodes"`
-	Phase      string           `pulumi:"phase"`
-	Total      int              `pulumi:"total"`
+	Blockers        []string         `pulumi:"blockers"`
+	Done            int              `pulumi:"done"`
+	Failed          int              `pulumi:"failed"`
+	Id              string           `pulumi:"id"`
+	InProgress      int              `pulumi:"inProgress"`
+	Message         string           `pulumi:"message"`
+	Name            string           `pulumi:"name"`
+	NextWindowStart string           `pulumi:"nextWindowStart"`
+	Nodes           []GetRolloutNode `pulumi:"nodes"`
+	Phase           string           `pulumi:"phase"`
+	Total           int              `pulumi:"total"`
 }
 
 func LookupRolloutOutput(ctx *pulumi.Context, args LookupRolloutOutputArgs, opts ...pulumi.InvokeOption) LookupRolloutResultOutput {
@@ -69,6 +71,10 @@ func (o LookupRolloutResultOutput) ToLookupRolloutResultOutputWithContext(ctx co
 	return o
 }
 
+func (o LookupRolloutResultOutput) Blockers() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v LookupRolloutResult) []string { return v.Blockers }).(pulumi.StringArrayOutput)
+}
+
 func (o LookupRolloutResultOutput) Done() pulumi.IntOutput {
 	return o.ApplyT(func(v LookupRolloutResult) int { return v.Done }).(pulumi.IntOutput)
 }
@@ -91,6 +97,10 @@ func (o LookupRolloutResultOutput) Message() pulumi.StringOutput {
 
 func (o LookupRolloutResultOutput) Name() pulumi.StringOutput {
 	return o.ApplyT(func(v LookupRolloutResult) string { return v.Name }).(pulumi.StringOutput)
+}
+
+func (o LookupRolloutResultOutput) NextWindowStart() pulumi.StringOutput {
+	return o.ApplyT(func(v LookupRolloutResult) string { return v.NextWindowStart }).(pulumi.StringOutput)
 }
 
 func (o LookupRolloutResultOutput) Nodes() GetRolloutNodeArrayOutput {

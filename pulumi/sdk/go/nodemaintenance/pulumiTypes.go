@@ -1226,19 +1226,315 @@ func (o RolloutDrainPtrOutput) Timeout() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
+type RolloutGates struct {
+	// A Prometheus instant query that must return no series for a node to start, as an alert gate. While Prometheus cannot be reached the gate stays closed: the rollout never proceeds blind.
+	Prometheus *RolloutGatesPrometheus `pulumi:"prometheus"`
+}
+
+// RolloutGatesInput is an input type that accepts RolloutGatesArgs and RolloutGatesOutput values.
+// You can construct a concrete instance of `RolloutGatesInput` via:
+//
+//	RolloutGatesArgs{...}
+type RolloutGatesInput interface {
+	pulumi.Input
+
+	ToRolloutGatesOutput() RolloutGatesOutput
+	ToRolloutGatesOutputWithContext(context.Context) RolloutGatesOutput
+}
+
+type RolloutGatesArgs struct {
+	// A Prometheus instant query that must return no series for a node to start, as an alert gate. While Prometheus cannot be reached the gate stays closed: the rollout never proceeds blind.
+	Prometheus RolloutGatesPrometheusPtrInput `pulumi:"prometheus"`
+}
+
+func (RolloutGatesArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutGates)(nil)).Elem()
+}
+
+func (i RolloutGatesArgs) ToRolloutGatesOutput() RolloutGatesOutput {
+	return i.ToRolloutGatesOutputWithContext(context.Background())
+}
+
+func (i RolloutGatesArgs) ToRolloutGatesOutputWithContext(ctx context.Context) RolloutGatesOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutGatesOutput)
+}
+
+func (i RolloutGatesArgs) ToRolloutGatesPtrOutput() RolloutGatesPtrOutput {
+	return i.ToRolloutGatesPtrOutputWithContext(context.Background())
+}
+
+func (i RolloutGatesArgs) ToRolloutGatesPtrOutputWithContext(ctx context.Context) RolloutGatesPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutGatesOutput).ToRolloutGatesPtrOutputWithContext(ctx)
+}
+
+// RolloutGatesPtrInput is an input type that accepts RolloutGatesArgs, RolloutGatesPtr and RolloutGatesPtrOutput values.
+// You can construct a concrete instance of `RolloutGatesPtrInput` via:
+//
+//	        RolloutGatesArgs{...}
+//
+//	or:
+//
+//	        nil
+type RolloutGatesPtrInput interface {
+	pulumi.Input
+
+	ToRolloutGatesPtrOutput() RolloutGatesPtrOutput
+	ToRolloutGatesPtrOutputWithContext(context.Context) RolloutGatesPtrOutput
+}
+
+type rolloutGatesPtrType RolloutGatesArgs
+
+func RolloutGatesPtr(v *RolloutGatesArgs) RolloutGatesPtrInput {
+	return (*rolloutGatesPtrType)(v)
+}
+
+func (*rolloutGatesPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutGates)(nil)).Elem()
+}
+
+func (i *rolloutGatesPtrType) ToRolloutGatesPtrOutput() RolloutGatesPtrOutput {
+	return i.ToRolloutGatesPtrOutputWithContext(context.Background())
+}
+
+func (i *rolloutGatesPtrType) ToRolloutGatesPtrOutputWithContext(ctx context.Context) RolloutGatesPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutGatesPtrOutput)
+}
+
+type RolloutGatesOutput struct{ *pulumi.OutputState }
+
+func (RolloutGatesOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutGates)(nil)).Elem()
+}
+
+func (o RolloutGatesOutput) ToRolloutGatesOutput() RolloutGatesOutput {
+	return o
+}
+
+func (o RolloutGatesOutput) ToRolloutGatesOutputWithContext(ctx context.Context) RolloutGatesOutput {
+	return o
+}
+
+func (o RolloutGatesOutput) ToRolloutGatesPtrOutput() RolloutGatesPtrOutput {
+	return o.ToRolloutGatesPtrOutputWithContext(context.Background())
+}
+
+func (o RolloutGatesOutput) ToRolloutGatesPtrOutputWithContext(ctx context.Context) RolloutGatesPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v RolloutGates) *RolloutGates {
+		return &v
+	}).(RolloutGatesPtrOutput)
+}
+
+// A Prometheus instant query that must return no series for a node to start, as an alert gate. While Prometheus cannot be reached the gate stays closed: the rollout never proceeds blind.
+func (o RolloutGatesOutput) Prometheus() RolloutGatesPrometheusPtrOutput {
+	return o.ApplyT(func(v RolloutGates) *RolloutGatesPrometheus { return v.Prometheus }).(RolloutGatesPrometheusPtrOutput)
+}
+
+type RolloutGatesPtrOutput struct{ *pulumi.OutputState }
+
+func (RolloutGatesPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutGates)(nil)).Elem()
+}
+
+func (o RolloutGatesPtrOutput) ToRolloutGatesPtrOutput() RolloutGatesPtrOutput {
+	return o
+}
+
+func (o RolloutGatesPtrOutput) ToRolloutGatesPtrOutputWithContext(ctx context.Context) RolloutGatesPtrOutput {
+	return o
+}
+
+func (o RolloutGatesPtrOutput) Elem() RolloutGatesOutput {
+	return o.ApplyT(func(v *RolloutGates) RolloutGates {
+		if v != nil {
+			return *v
+		}
+		var ret RolloutGates
+		return ret
+	}).(RolloutGatesOutput)
+}
+
+// A Prometheus instant query that must return no series for a node to start, as an alert gate. While Prometheus cannot be reached the gate stays closed: the rollout never proceeds blind.
+func (o RolloutGatesPtrOutput) Prometheus() RolloutGatesPrometheusPtrOutput {
+	return o.ApplyT(func(v *RolloutGates) *RolloutGatesPrometheus {
+		if v == nil {
+			return nil
+		}
+		return v.Prometheus
+	}).(RolloutGatesPrometheusPtrOutput)
+}
+
+type RolloutGatesPrometheus struct {
+	// A PromQL expression, e.g. `ALERTS{alertstate="firing",severity="critical"}`; checked with Prometheus's own parser at plan time.
+	Query string `pulumi:"query"`
+	// The Prometheus server's base URL, <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span> (e.g. `http://prometheus.monitoring:9090`), as the operator reaches it.
+	Url string `pulumi:"url"`
+}
+
+// RolloutGatesPrometheusInput is an input type that accepts RolloutGatesPrometheusArgs and RolloutGatesPrometheusOutput values.
+// You can construct a concrete instance of `RolloutGatesPrometheusInput` via:
+//
+//	RolloutGatesPrometheusArgs{...}
+type RolloutGatesPrometheusInput interface {
+	pulumi.Input
+
+	ToRolloutGatesPrometheusOutput() RolloutGatesPrometheusOutput
+	ToRolloutGatesPrometheusOutputWithContext(context.Context) RolloutGatesPrometheusOutput
+}
+
+type RolloutGatesPrometheusArgs struct {
+	// A PromQL expression, e.g. `ALERTS{alertstate="firing",severity="critical"}`; checked with Prometheus's own parser at plan time.
+	Query pulumi.StringInput `pulumi:"query"`
+	// The Prometheus server's base URL, <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span> (e.g. `http://prometheus.monitoring:9090`), as the operator reaches it.
+	Url pulumi.StringInput `pulumi:"url"`
+}
+
+func (RolloutGatesPrometheusArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutGatesPrometheus)(nil)).Elem()
+}
+
+func (i RolloutGatesPrometheusArgs) ToRolloutGatesPrometheusOutput() RolloutGatesPrometheusOutput {
+	return i.ToRolloutGatesPrometheusOutputWithContext(context.Background())
+}
+
+func (i RolloutGatesPrometheusArgs) ToRolloutGatesPrometheusOutputWithContext(ctx context.Context) RolloutGatesPrometheusOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutGatesPrometheusOutput)
+}
+
+func (i RolloutGatesPrometheusArgs) ToRolloutGatesPrometheusPtrOutput() RolloutGatesPrometheusPtrOutput {
+	return i.ToRolloutGatesPrometheusPtrOutputWithContext(context.Background())
+}
+
+func (i RolloutGatesPrometheusArgs) ToRolloutGatesPrometheusPtrOutputWithContext(ctx context.Context) RolloutGatesPrometheusPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutGatesPrometheusOutput).ToRolloutGatesPrometheusPtrOutputWithContext(ctx)
+}
+
+// RolloutGatesPrometheusPtrInput is an input type that accepts RolloutGatesPrometheusArgs, RolloutGatesPrometheusPtr and RolloutGatesPrometheusPtrOutput values.
+// You can construct a concrete instance of `RolloutGatesPrometheusPtrInput` via:
+//
+//	        RolloutGatesPrometheusArgs{...}
+//
+//	or:
+//
+//	        nil
+type RolloutGatesPrometheusPtrInput interface {
+	pulumi.Input
+
+	ToRolloutGatesPrometheusPtrOutput() RolloutGatesPrometheusPtrOutput
+	ToRolloutGatesPrometheusPtrOutputWithContext(context.Context) RolloutGatesPrometheusPtrOutput
+}
+
+type rolloutGatesPrometheusPtrType RolloutGatesPrometheusArgs
+
+func RolloutGatesPrometheusPtr(v *RolloutGatesPrometheusArgs) RolloutGatesPrometheusPtrInput {
+	return (*rolloutGatesPrometheusPtrType)(v)
+}
+
+func (*rolloutGatesPrometheusPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutGatesPrometheus)(nil)).Elem()
+}
+
+func (i *rolloutGatesPrometheusPtrType) ToRolloutGatesPrometheusPtrOutput() RolloutGatesPrometheusPtrOutput {
+	return i.ToRolloutGatesPrometheusPtrOutputWithContext(context.Background())
+}
+
+func (i *rolloutGatesPrometheusPtrType) ToRolloutGatesPrometheusPtrOutputWithContext(ctx context.Context) RolloutGatesPrometheusPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutGatesPrometheusPtrOutput)
+}
+
+type RolloutGatesPrometheusOutput struct{ *pulumi.OutputState }
+
+func (RolloutGatesPrometheusOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutGatesPrometheus)(nil)).Elem()
+}
+
+func (o RolloutGatesPrometheusOutput) ToRolloutGatesPrometheusOutput() RolloutGatesPrometheusOutput {
+	return o
+}
+
+func (o RolloutGatesPrometheusOutput) ToRolloutGatesPrometheusOutputWithContext(ctx context.Context) RolloutGatesPrometheusOutput {
+	return o
+}
+
+func (o RolloutGatesPrometheusOutput) ToRolloutGatesPrometheusPtrOutput() RolloutGatesPrometheusPtrOutput {
+	return o.ToRolloutGatesPrometheusPtrOutputWithContext(context.Background())
+}
+
+func (o RolloutGatesPrometheusOutput) ToRolloutGatesPrometheusPtrOutputWithContext(ctx context.Context) RolloutGatesPrometheusPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v RolloutGatesPrometheus) *RolloutGatesPrometheus {
+		return &v
+	}).(RolloutGatesPrometheusPtrOutput)
+}
+
+// A PromQL expression, e.g. `ALERTS{alertstate="firing",severity="critical"}`; checked with Prometheus's own parser at plan time.
+func (o RolloutGatesPrometheusOutput) Query() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutGatesPrometheus) string { return v.Query }).(pulumi.StringOutput)
+}
+
+// The Prometheus server's base URL, <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span> (e.g. `http://prometheus.monitoring:9090`), as the operator reaches it.
+func (o RolloutGatesPrometheusOutput) Url() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutGatesPrometheus) string { return v.Url }).(pulumi.StringOutput)
+}
+
+type RolloutGatesPrometheusPtrOutput struct{ *pulumi.OutputState }
+
+func (RolloutGatesPrometheusPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutGatesPrometheus)(nil)).Elem()
+}
+
+func (o RolloutGatesPrometheusPtrOutput) ToRolloutGatesPrometheusPtrOutput() RolloutGatesPrometheusPtrOutput {
+	return o
+}
+
+func (o RolloutGatesPrometheusPtrOutput) ToRolloutGatesPrometheusPtrOutputWithContext(ctx context.Context) RolloutGatesPrometheusPtrOutput {
+	return o
+}
+
+func (o RolloutGatesPrometheusPtrOutput) Elem() RolloutGatesPrometheusOutput {
+	return o.ApplyT(func(v *RolloutGatesPrometheus) RolloutGatesPrometheus {
+		if v != nil {
+			return *v
+		}
+		var ret RolloutGatesPrometheus
+		return ret
+	}).(RolloutGatesPrometheusOutput)
+}
+
+// A PromQL expression, e.g. `ALERTS{alertstate="firing",severity="critical"}`; checked with Prometheus's own parser at plan time.
+func (o RolloutGatesPrometheusPtrOutput) Query() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutGatesPrometheus) *string {
+		if v == nil {
+			return nil
+		}
+		return &v.Query
+	}).(pulumi.StringPtrOutput)
+}
+
+// The Prometheus server's base URL, <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span> (e.g. `http://prometheus.monitoring:9090`), as the operator reaches it.
+func (o RolloutGatesPrometheusPtrOutput) Url() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutGatesPrometheus) *string {
+		if v == nil {
+			return nil
+		}
+		return &v.Url
+	}).(pulumi.StringPtrOutput)
+}
+
 type RolloutNode struct {
-	DrainedAt      string `pulumi:"drainedAt"`
-	FinishedAt     string `pulumi:"finishedAt"`
-	Job            string `pulumi:"job"`
-	Maintenance    string `pulumi:"maintenance"`
-	Name           string `pulumi:"name"`
-	Reason         string `pulumi:"reason"`
-	RestoredAt     string `pulumi:"restoredAt"`
-	StartedAt      string `pulumi:"startedAt"`
-	State          string `pulumi:"state"`
-	StepFinishedAt string `pulumi:"stepFinishedAt"`
-	WaitingFor     string `pulumi:"waitingFor"`
-	Wave           int    `pulumi:"wave"`
+	DrainedAt           string   `pulumi:"drainedAt"`
+	FinishedAt          string   `pulumi:"finishedAt"`
+	Job                 string   `pulumi:"job"`
+	Maintenance         string   `pulumi:"maintenance"`
+	Name                string   `pulumi:"name"`
+	Reason              string   `pulumi:"reason"`
+	RecoveredAt         string   `pulumi:"recoveredAt"`
+	RestoredAt          string   `pulumi:"restoredAt"`
+	StartedAt           string   `pulumi:"startedAt"`
+	State               string   `pulumi:"state"`
+	StepFinishedAt      string   `pulumi:"stepFinishedAt"`
+	WaitingFor          string   `pulumi:"waitingFor"`
+	WaitingForWorkloads []string `pulumi:"waitingForWorkloads"`
+	Wave                int      `pulumi:"wave"`
+	Workloads           []string `pulumi:"workloads"`
 }
 
 // RolloutNodeInput is an input type that accepts RolloutNodeArgs and RolloutNodeOutput values.
@@ -1253,18 +1549,21 @@ type RolloutNodeInput interface {
 }
 
 type RolloutNodeArgs struct {
-	DrainedAt      pulumi.StringInput `pulumi:"drainedAt"`
-	FinishedAt     pulumi.StringInput `pulumi:"finishedAt"`
-	Job            pulumi.StringInput `pulumi:"job"`
-	Maintenance    pulumi.StringInput `pulumi:"maintenance"`
-	Name           pulumi.StringInput `pulumi:"name"`
-	Reason         pulumi.StringInput `pulumi:"reason"`
-	RestoredAt     pulumi.StringInput `pulumi:"restoredAt"`
-	StartedAt      pulumi.StringInput `pulumi:"startedAt"`
-	State          pulumi.StringInput `pulumi:"state"`
-	StepFinishedAt pulumi.StringInput `pulumi:"stepFinishedAt"`
-	WaitingFor     pulumi.StringInput `pulumi:"waitingFor"`
-	Wave           pulumi.IntInput    `pulumi:"wave"`
+	DrainedAt           pulumi.StringInput      `pulumi:"drainedAt"`
+	FinishedAt          pulumi.StringInput      `pulumi:"finishedAt"`
+	Job                 pulumi.StringInput      `pulumi:"job"`
+	Maintenance         pulumi.StringInput      `pulumi:"maintenance"`
+	Name                pulumi.StringInput      `pulumi:"name"`
+	Reason              pulumi.StringInput      `pulumi:"reason"`
+	RecoveredAt         pulumi.StringInput      `pulumi:"recoveredAt"`
+	RestoredAt          pulumi.StringInput      `pulumi:"restoredAt"`
+	StartedAt           pulumi.StringInput      `pulumi:"startedAt"`
+	State               pulumi.StringInput      `pulumi:"state"`
+	StepFinishedAt      pulumi.StringInput      `pulumi:"stepFinishedAt"`
+	WaitingFor          pulumi.StringInput      `pulumi:"waitingFor"`
+	WaitingForWorkloads pulumi.StringArrayInput `pulumi:"waitingForWorkloads"`
+	Wave                pulumi.IntInput         `pulumi:"wave"`
+	Workloads           pulumi.StringArrayInput `pulumi:"workloads"`
 }
 
 func (RolloutNodeArgs) ElementType() reflect.Type {
@@ -1342,6 +1641,10 @@ func (o RolloutNodeOutput) Reason() pulumi.StringOutput {
 	return o.ApplyT(func(v RolloutNode) string { return v.Reason }).(pulumi.StringOutput)
 }
 
+func (o RolloutNodeOutput) RecoveredAt() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNode) string { return v.RecoveredAt }).(pulumi.StringOutput)
+}
+
 func (o RolloutNodeOutput) RestoredAt() pulumi.StringOutput {
 	return o.ApplyT(func(v RolloutNode) string { return v.RestoredAt }).(pulumi.StringOutput)
 }
@@ -1362,8 +1665,16 @@ func (o RolloutNodeOutput) WaitingFor() pulumi.StringOutput {
 	return o.ApplyT(func(v RolloutNode) string { return v.WaitingFor }).(pulumi.StringOutput)
 }
 
+func (o RolloutNodeOutput) WaitingForWorkloads() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v RolloutNode) []string { return v.WaitingForWorkloads }).(pulumi.StringArrayOutput)
+}
+
 func (o RolloutNodeOutput) Wave() pulumi.IntOutput {
 	return o.ApplyT(func(v RolloutNode) int { return v.Wave }).(pulumi.IntOutput)
+}
+
+func (o RolloutNodeOutput) Workloads() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v RolloutNode) []string { return v.Workloads }).(pulumi.StringArrayOutput)
 }
 
 type RolloutNodeArrayOutput struct{ *pulumi.OutputState }
@@ -1384,6 +1695,277 @@ func (o RolloutNodeArrayOutput) Index(i pulumi.IntInput) RolloutNodeOutput {
 	return pulumi.All(o, i).ApplyT(func(vs []interface{}) RolloutNode {
 		return vs[0].([]RolloutNode)[vs[1].(int)]
 	}).(RolloutNodeOutput)
+}
+
+type RolloutNotify struct {
+	// The transitions sent, of `Started`, `Blocked`, `NodeDone`, `NodeFailed`, `Halted`, `Succeeded` and `Restored`; unset sends every one.
+	Events []string `pulumi:"events"`
+	// A key of a Secret in the operator's namespace whose value is sent as the bearer token (`Authorization: Bearer <value>`).
+	SecretRef *RolloutNotifySecretRef `pulumi:"secretRef"`
+	// Receives the events by HTTP POST; <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span>.
+	Url string `pulumi:"url"`
+}
+
+// RolloutNotifyInput is an input type that accepts RolloutNotifyArgs and RolloutNotifyOutput values.
+// You can construct a concrete instance of `RolloutNotifyInput` via:
+//
+//	RolloutNotifyArgs{...}
+type RolloutNotifyInput interface {
+	pulumi.Input
+
+	ToRolloutNotifyOutput() RolloutNotifyOutput
+	ToRolloutNotifyOutputWithContext(context.Context) RolloutNotifyOutput
+}
+
+type RolloutNotifyArgs struct {
+	// The transitions sent, of `Started`, `Blocked`, `NodeDone`, `NodeFailed`, `Halted`, `Succeeded` and `Restored`; unset sends every one.
+	Events pulumi.StringArrayInput `pulumi:"events"`
+	// A key of a Secret in the operator's namespace whose value is sent as the bearer token (`Authorization: Bearer <value>`).
+	SecretRef RolloutNotifySecretRefPtrInput `pulumi:"secretRef"`
+	// Receives the events by HTTP POST; <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span>.
+	Url pulumi.StringInput `pulumi:"url"`
+}
+
+func (RolloutNotifyArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutNotify)(nil)).Elem()
+}
+
+func (i RolloutNotifyArgs) ToRolloutNotifyOutput() RolloutNotifyOutput {
+	return i.ToRolloutNotifyOutputWithContext(context.Background())
+}
+
+func (i RolloutNotifyArgs) ToRolloutNotifyOutputWithContext(ctx context.Context) RolloutNotifyOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutNotifyOutput)
+}
+
+// RolloutNotifyArrayInput is an input type that accepts RolloutNotifyArray and RolloutNotifyArrayOutput values.
+// You can construct a concrete instance of `RolloutNotifyArrayInput` via:
+//
+//	RolloutNotifyArray{ RolloutNotifyArgs{...} }
+type RolloutNotifyArrayInput interface {
+	pulumi.Input
+
+	ToRolloutNotifyArrayOutput() RolloutNotifyArrayOutput
+	ToRolloutNotifyArrayOutputWithContext(context.Context) RolloutNotifyArrayOutput
+}
+
+type RolloutNotifyArray []RolloutNotifyInput
+
+func (RolloutNotifyArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]RolloutNotify)(nil)).Elem()
+}
+
+func (i RolloutNotifyArray) ToRolloutNotifyArrayOutput() RolloutNotifyArrayOutput {
+	return i.ToRolloutNotifyArrayOutputWithContext(context.Background())
+}
+
+func (i RolloutNotifyArray) ToRolloutNotifyArrayOutputWithContext(ctx context.Context) RolloutNotifyArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutNotifyArrayOutput)
+}
+
+type RolloutNotifyOutput struct{ *pulumi.OutputState }
+
+func (RolloutNotifyOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutNotify)(nil)).Elem()
+}
+
+func (o RolloutNotifyOutput) ToRolloutNotifyOutput() RolloutNotifyOutput {
+	return o
+}
+
+func (o RolloutNotifyOutput) ToRolloutNotifyOutputWithContext(ctx context.Context) RolloutNotifyOutput {
+	return o
+}
+
+// The transitions sent, of `Started`, `Blocked`, `NodeDone`, `NodeFailed`, `Halted`, `Succeeded` and `Restored`; unset sends every one.
+func (o RolloutNotifyOutput) Events() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v RolloutNotify) []string { return v.Events }).(pulumi.StringArrayOutput)
+}
+
+// A key of a Secret in the operator's namespace whose value is sent as the bearer token (`Authorization: Bearer <value>`).
+func (o RolloutNotifyOutput) SecretRef() RolloutNotifySecretRefPtrOutput {
+	return o.ApplyT(func(v RolloutNotify) *RolloutNotifySecretRef { return v.SecretRef }).(RolloutNotifySecretRefPtrOutput)
+}
+
+// Receives the events by HTTP POST; <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span>.
+func (o RolloutNotifyOutput) Url() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNotify) string { return v.Url }).(pulumi.StringOutput)
+}
+
+type RolloutNotifyArrayOutput struct{ *pulumi.OutputState }
+
+func (RolloutNotifyArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]RolloutNotify)(nil)).Elem()
+}
+
+func (o RolloutNotifyArrayOutput) ToRolloutNotifyArrayOutput() RolloutNotifyArrayOutput {
+	return o
+}
+
+func (o RolloutNotifyArrayOutput) ToRolloutNotifyArrayOutputWithContext(ctx context.Context) RolloutNotifyArrayOutput {
+	return o
+}
+
+func (o RolloutNotifyArrayOutput) Index(i pulumi.IntInput) RolloutNotifyOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) RolloutNotify {
+		return vs[0].([]RolloutNotify)[vs[1].(int)]
+	}).(RolloutNotifyOutput)
+}
+
+type RolloutNotifySecretRef struct {
+	// The key in the Secret's data.
+	Key string `pulumi:"key"`
+	// The Secret's name.
+	Name string `pulumi:"name"`
+}
+
+// RolloutNotifySecretRefInput is an input type that accepts RolloutNotifySecretRefArgs and RolloutNotifySecretRefOutput values.
+// You can construct a concrete instance of `RolloutNotifySecretRefInput` via:
+//
+//	RolloutNotifySecretRefArgs{...}
+type RolloutNotifySecretRefInput interface {
+	pulumi.Input
+
+	ToRolloutNotifySecretRefOutput() RolloutNotifySecretRefOutput
+	ToRolloutNotifySecretRefOutputWithContext(context.Context) RolloutNotifySecretRefOutput
+}
+
+type RolloutNotifySecretRefArgs struct {
+	// The key in the Secret's data.
+	Key pulumi.StringInput `pulumi:"key"`
+	// The Secret's name.
+	Name pulumi.StringInput `pulumi:"name"`
+}
+
+func (RolloutNotifySecretRefArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutNotifySecretRef)(nil)).Elem()
+}
+
+func (i RolloutNotifySecretRefArgs) ToRolloutNotifySecretRefOutput() RolloutNotifySecretRefOutput {
+	return i.ToRolloutNotifySecretRefOutputWithContext(context.Background())
+}
+
+func (i RolloutNotifySecretRefArgs) ToRolloutNotifySecretRefOutputWithContext(ctx context.Context) RolloutNotifySecretRefOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutNotifySecretRefOutput)
+}
+
+func (i RolloutNotifySecretRefArgs) ToRolloutNotifySecretRefPtrOutput() RolloutNotifySecretRefPtrOutput {
+	return i.ToRolloutNotifySecretRefPtrOutputWithContext(context.Background())
+}
+
+func (i RolloutNotifySecretRefArgs) ToRolloutNotifySecretRefPtrOutputWithContext(ctx context.Context) RolloutNotifySecretRefPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutNotifySecretRefOutput).ToRolloutNotifySecretRefPtrOutputWithContext(ctx)
+}
+
+// RolloutNotifySecretRefPtrInput is an input type that accepts RolloutNotifySecretRefArgs, RolloutNotifySecretRefPtr and RolloutNotifySecretRefPtrOutput values.
+// You can construct a concrete instance of `RolloutNotifySecretRefPtrInput` via:
+//
+//	        RolloutNotifySecretRefArgs{...}
+//
+//	or:
+//
+//	        nil
+type RolloutNotifySecretRefPtrInput interface {
+	pulumi.Input
+
+	ToRolloutNotifySecretRefPtrOutput() RolloutNotifySecretRefPtrOutput
+	ToRolloutNotifySecretRefPtrOutputWithContext(context.Context) RolloutNotifySecretRefPtrOutput
+}
+
+type rolloutNotifySecretRefPtrType RolloutNotifySecretRefArgs
+
+func RolloutNotifySecretRefPtr(v *RolloutNotifySecretRefArgs) RolloutNotifySecretRefPtrInput {
+	return (*rolloutNotifySecretRefPtrType)(v)
+}
+
+func (*rolloutNotifySecretRefPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutNotifySecretRef)(nil)).Elem()
+}
+
+func (i *rolloutNotifySecretRefPtrType) ToRolloutNotifySecretRefPtrOutput() RolloutNotifySecretRefPtrOutput {
+	return i.ToRolloutNotifySecretRefPtrOutputWithContext(context.Background())
+}
+
+func (i *rolloutNotifySecretRefPtrType) ToRolloutNotifySecretRefPtrOutputWithContext(ctx context.Context) RolloutNotifySecretRefPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutNotifySecretRefPtrOutput)
+}
+
+type RolloutNotifySecretRefOutput struct{ *pulumi.OutputState }
+
+func (RolloutNotifySecretRefOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutNotifySecretRef)(nil)).Elem()
+}
+
+func (o RolloutNotifySecretRefOutput) ToRolloutNotifySecretRefOutput() RolloutNotifySecretRefOutput {
+	return o
+}
+
+func (o RolloutNotifySecretRefOutput) ToRolloutNotifySecretRefOutputWithContext(ctx context.Context) RolloutNotifySecretRefOutput {
+	return o
+}
+
+func (o RolloutNotifySecretRefOutput) ToRolloutNotifySecretRefPtrOutput() RolloutNotifySecretRefPtrOutput {
+	return o.ToRolloutNotifySecretRefPtrOutputWithContext(context.Background())
+}
+
+func (o RolloutNotifySecretRefOutput) ToRolloutNotifySecretRefPtrOutputWithContext(ctx context.Context) RolloutNotifySecretRefPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v RolloutNotifySecretRef) *RolloutNotifySecretRef {
+		return &v
+	}).(RolloutNotifySecretRefPtrOutput)
+}
+
+// The key in the Secret's data.
+func (o RolloutNotifySecretRefOutput) Key() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNotifySecretRef) string { return v.Key }).(pulumi.StringOutput)
+}
+
+// The Secret's name.
+func (o RolloutNotifySecretRefOutput) Name() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutNotifySecretRef) string { return v.Name }).(pulumi.StringOutput)
+}
+
+type RolloutNotifySecretRefPtrOutput struct{ *pulumi.OutputState }
+
+func (RolloutNotifySecretRefPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutNotifySecretRef)(nil)).Elem()
+}
+
+func (o RolloutNotifySecretRefPtrOutput) ToRolloutNotifySecretRefPtrOutput() RolloutNotifySecretRefPtrOutput {
+	return o
+}
+
+func (o RolloutNotifySecretRefPtrOutput) ToRolloutNotifySecretRefPtrOutputWithContext(ctx context.Context) RolloutNotifySecretRefPtrOutput {
+	return o
+}
+
+func (o RolloutNotifySecretRefPtrOutput) Elem() RolloutNotifySecretRefOutput {
+	return o.ApplyT(func(v *RolloutNotifySecretRef) RolloutNotifySecretRef {
+		if v != nil {
+			return *v
+		}
+		var ret RolloutNotifySecretRef
+		return ret
+	}).(RolloutNotifySecretRefOutput)
+}
+
+// The key in the Secret's data.
+func (o RolloutNotifySecretRefPtrOutput) Key() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutNotifySecretRef) *string {
+		if v == nil {
+			return nil
+		}
+		return &v.Key
+	}).(pulumi.StringPtrOutput)
+}
+
+// The Secret's name.
+func (o RolloutNotifySecretRefPtrOutput) Name() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutNotifySecretRef) *string {
+		if v == nil {
+			return nil
+		}
+		return &v.Name
+	}).(pulumi.StringPtrOutput)
 }
 
 type RolloutStep struct {
@@ -1733,6 +2315,200 @@ func (o RolloutTimeoutsPtrOutput) Update() pulumi.StringPtrOutput {
 			return nil
 		}
 		return v.Update
+	}).(pulumi.StringPtrOutput)
+}
+
+type RolloutWindow struct {
+	// The days on which the window opens, as English day names, full or three letters, any case (`["Mon", "tuesday"]`).
+	Days []string `pulumi:"days"`
+	// When it closes, `HH:MM`. An end at or before <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> closes it on the next day (`22:00` to `04:00` crosses midnight); an end equal to <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> makes a window of 24 hours.
+	End string `pulumi:"end"`
+	// When the window opens on each of its days, `HH:MM` (24 hours).
+	Start string `pulumi:"start"`
+	// The IANA time zone of <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> and <span pulumi-lang-nodejs="`end`" pulumi-lang-dotnet="`End`" pulumi-lang-go="`end`" pulumi-lang-python="`end`" pulumi-lang-yaml="`end`" pulumi-lang-java="`end`">`end`</span> (`Europe/Berlin`); default UTC. Daylight saving changes are followed.
+	TimeZone *string `pulumi:"timeZone"`
+}
+
+// RolloutWindowInput is an input type that accepts RolloutWindowArgs and RolloutWindowOutput values.
+// You can construct a concrete instance of `RolloutWindowInput` via:
+//
+//	RolloutWindowArgs{...}
+type RolloutWindowInput interface {
+	pulumi.Input
+
+	ToRolloutWindowOutput() RolloutWindowOutput
+	ToRolloutWindowOutputWithContext(context.Context) RolloutWindowOutput
+}
+
+type RolloutWindowArgs struct {
+	// The days on which the window opens, as English day names, full or three letters, any case (`["Mon", "tuesday"]`).
+	Days pulumi.StringArrayInput `pulumi:"days"`
+	// When it closes, `HH:MM`. An end at or before <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> closes it on the next day (`22:00` to `04:00` crosses midnight); an end equal to <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> makes a window of 24 hours.
+	End pulumi.StringInput `pulumi:"end"`
+	// When the window opens on each of its days, `HH:MM` (24 hours).
+	Start pulumi.StringInput `pulumi:"start"`
+	// The IANA time zone of <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> and <span pulumi-lang-nodejs="`end`" pulumi-lang-dotnet="`End`" pulumi-lang-go="`end`" pulumi-lang-python="`end`" pulumi-lang-yaml="`end`" pulumi-lang-java="`end`">`end`</span> (`Europe/Berlin`); default UTC. Daylight saving changes are followed.
+	TimeZone pulumi.StringPtrInput `pulumi:"timeZone"`
+}
+
+func (RolloutWindowArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutWindow)(nil)).Elem()
+}
+
+func (i RolloutWindowArgs) ToRolloutWindowOutput() RolloutWindowOutput {
+	return i.ToRolloutWindowOutputWithContext(context.Background())
+}
+
+func (i RolloutWindowArgs) ToRolloutWindowOutputWithContext(ctx context.Context) RolloutWindowOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutWindowOutput)
+}
+
+func (i RolloutWindowArgs) ToRolloutWindowPtrOutput() RolloutWindowPtrOutput {
+	return i.ToRolloutWindowPtrOutputWithContext(context.Background())
+}
+
+func (i RolloutWindowArgs) ToRolloutWindowPtrOutputWithContext(ctx context.Context) RolloutWindowPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutWindowOutput).ToRolloutWindowPtrOutputWithContext(ctx)
+}
+
+// RolloutWindowPtrInput is an input type that accepts RolloutWindowArgs, RolloutWindowPtr and RolloutWindowPtrOutput values.
+// You can construct a concrete instance of `RolloutWindowPtrInput` via:
+//
+//	        RolloutWindowArgs{...}
+//
+//	or:
+//
+//	        nil
+type RolloutWindowPtrInput interface {
+	pulumi.Input
+
+	ToRolloutWindowPtrOutput() RolloutWindowPtrOutput
+	ToRolloutWindowPtrOutputWithContext(context.Context) RolloutWindowPtrOutput
+}
+
+type rolloutWindowPtrType RolloutWindowArgs
+
+func RolloutWindowPtr(v *RolloutWindowArgs) RolloutWindowPtrInput {
+	return (*rolloutWindowPtrType)(v)
+}
+
+func (*rolloutWindowPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutWindow)(nil)).Elem()
+}
+
+func (i *rolloutWindowPtrType) ToRolloutWindowPtrOutput() RolloutWindowPtrOutput {
+	return i.ToRolloutWindowPtrOutputWithContext(context.Background())
+}
+
+func (i *rolloutWindowPtrType) ToRolloutWindowPtrOutputWithContext(ctx context.Context) RolloutWindowPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RolloutWindowPtrOutput)
+}
+
+type RolloutWindowOutput struct{ *pulumi.OutputState }
+
+func (RolloutWindowOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*RolloutWindow)(nil)).Elem()
+}
+
+func (o RolloutWindowOutput) ToRolloutWindowOutput() RolloutWindowOutput {
+	return o
+}
+
+func (o RolloutWindowOutput) ToRolloutWindowOutputWithContext(ctx context.Context) RolloutWindowOutput {
+	return o
+}
+
+func (o RolloutWindowOutput) ToRolloutWindowPtrOutput() RolloutWindowPtrOutput {
+	return o.ToRolloutWindowPtrOutputWithContext(context.Background())
+}
+
+func (o RolloutWindowOutput) ToRolloutWindowPtrOutputWithContext(ctx context.Context) RolloutWindowPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v RolloutWindow) *RolloutWindow {
+		return &v
+	}).(RolloutWindowPtrOutput)
+}
+
+// The days on which the window opens, as English day names, full or three letters, any case (`["Mon", "tuesday"]`).
+func (o RolloutWindowOutput) Days() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v RolloutWindow) []string { return v.Days }).(pulumi.StringArrayOutput)
+}
+
+// When it closes, `HH:MM`. An end at or before <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> closes it on the next day (`22:00` to `04:00` crosses midnight); an end equal to <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> makes a window of 24 hours.
+func (o RolloutWindowOutput) End() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutWindow) string { return v.End }).(pulumi.StringOutput)
+}
+
+// When the window opens on each of its days, `HH:MM` (24 hours).
+func (o RolloutWindowOutput) Start() pulumi.StringOutput {
+	return o.ApplyT(func(v RolloutWindow) string { return v.Start }).(pulumi.StringOutput)
+}
+
+// The IANA time zone of <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> and <span pulumi-lang-nodejs="`end`" pulumi-lang-dotnet="`End`" pulumi-lang-go="`end`" pulumi-lang-python="`end`" pulumi-lang-yaml="`end`" pulumi-lang-java="`end`">`end`</span> (`Europe/Berlin`); default UTC. Daylight saving changes are followed.
+func (o RolloutWindowOutput) TimeZone() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v RolloutWindow) *string { return v.TimeZone }).(pulumi.StringPtrOutput)
+}
+
+type RolloutWindowPtrOutput struct{ *pulumi.OutputState }
+
+func (RolloutWindowPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**RolloutWindow)(nil)).Elem()
+}
+
+func (o RolloutWindowPtrOutput) ToRolloutWindowPtrOutput() RolloutWindowPtrOutput {
+	return o
+}
+
+func (o RolloutWindowPtrOutput) ToRolloutWindowPtrOutputWithContext(ctx context.Context) RolloutWindowPtrOutput {
+	return o
+}
+
+func (o RolloutWindowPtrOutput) Elem() RolloutWindowOutput {
+	return o.ApplyT(func(v *RolloutWindow) RolloutWindow {
+		if v != nil {
+			return *v
+		}
+		var ret RolloutWindow
+		return ret
+	}).(RolloutWindowOutput)
+}
+
+// The days on which the window opens, as English day names, full or three letters, any case (`["Mon", "tuesday"]`).
+func (o RolloutWindowPtrOutput) Days() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v *RolloutWindow) []string {
+		if v == nil {
+			return nil
+		}
+		return v.Days
+	}).(pulumi.StringArrayOutput)
+}
+
+// When it closes, `HH:MM`. An end at or before <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> closes it on the next day (`22:00` to `04:00` crosses midnight); an end equal to <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> makes a window of 24 hours.
+func (o RolloutWindowPtrOutput) End() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutWindow) *string {
+		if v == nil {
+			return nil
+		}
+		return &v.End
+	}).(pulumi.StringPtrOutput)
+}
+
+// When the window opens on each of its days, `HH:MM` (24 hours).
+func (o RolloutWindowPtrOutput) Start() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutWindow) *string {
+		if v == nil {
+			return nil
+		}
+		return &v.Start
+	}).(pulumi.StringPtrOutput)
+}
+
+// The IANA time zone of <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> and <span pulumi-lang-nodejs="`end`" pulumi-lang-dotnet="`End`" pulumi-lang-go="`end`" pulumi-lang-python="`end`" pulumi-lang-yaml="`end`" pulumi-lang-java="`end`">`end`</span> (`Europe/Berlin`); default UTC. Daylight saving changes are followed.
+func (o RolloutWindowPtrOutput) TimeZone() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RolloutWindow) *string {
+		if v == nil {
+			return nil
+		}
+		return v.TimeZone
 	}).(pulumi.StringPtrOutput)
 }
 
@@ -2956,18 +3732,21 @@ func (o GetNodeMaintenancePendingPodsRefArrayOutput) Index(i pulumi.IntInput) Ge
 }
 
 type GetRolloutNode struct {
-	DrainedAt      string `pulumi:"drainedAt"`
-	FinishedAt     string `pulumi:"finishedAt"`
-	Job            string `pulumi:"job"`
-	Maintenance    string `pulumi:"maintenance"`
-	Name           string `pulumi:"name"`
-	Reason         string `pulumi:"reason"`
-	RestoredAt     string `pulumi:"restoredAt"`
-	StartedAt      string `pulumi:"startedAt"`
-	State          string `pulumi:"state"`
-	StepFinishedAt string `pulumi:"stepFinishedAt"`
-	WaitingFor     string `pulumi:"waitingFor"`
-	Wave           int    `pulumi:"wave"`
+	DrainedAt           string   `pulumi:"drainedAt"`
+	FinishedAt          string   `pulumi:"finishedAt"`
+	Job                 string   `pulumi:"job"`
+	Maintenance         string   `pulumi:"maintenance"`
+	Name                string   `pulumi:"name"`
+	Reason              string   `pulumi:"reason"`
+	RecoveredAt         string   `pulumi:"recoveredAt"`
+	RestoredAt          string   `pulumi:"restoredAt"`
+	StartedAt           string   `pulumi:"startedAt"`
+	State               string   `pulumi:"state"`
+	StepFinishedAt      string   `pulumi:"stepFinishedAt"`
+	WaitingFor          string   `pulumi:"waitingFor"`
+	WaitingForWorkloads []string `pulumi:"waitingForWorkloads"`
+	Wave                int      `pulumi:"wave"`
+	Workloads           []string `pulumi:"workloads"`
 }
 
 // GetRolloutNodeInput is an input type that accepts GetRolloutNodeArgs and GetRolloutNodeOutput values.
@@ -2982,18 +3761,21 @@ type GetRolloutNodeInput interface {
 }
 
 type GetRolloutNodeArgs struct {
-	DrainedAt      pulumi.StringInput `pulumi:"drainedAt"`
-	FinishedAt     pulumi.StringInput `pulumi:"finishedAt"`
-	Job            pulumi.StringInput `pulumi:"job"`
-	Maintenance    pulumi.StringInput `pulumi:"maintenance"`
-	Name           pulumi.StringInput `pulumi:"name"`
-	Reason         pulumi.StringInput `pulumi:"reason"`
-	RestoredAt     pulumi.StringInput `pulumi:"restoredAt"`
-	StartedAt      pulumi.StringInput `pulumi:"startedAt"`
-	State          pulumi.StringInput `pulumi:"state"`
-	StepFinishedAt pulumi.StringInput `pulumi:"stepFinishedAt"`
-	WaitingFor     pulumi.StringInput `pulumi:"waitingFor"`
-	Wave           pulumi.IntInput    `pulumi:"wave"`
+	DrainedAt           pulumi.StringInput      `pulumi:"drainedAt"`
+	FinishedAt          pulumi.StringInput      `pulumi:"finishedAt"`
+	Job                 pulumi.StringInput      `pulumi:"job"`
+	Maintenance         pulumi.StringInput      `pulumi:"maintenance"`
+	Name                pulumi.StringInput      `pulumi:"name"`
+	Reason              pulumi.StringInput      `pulumi:"reason"`
+	RecoveredAt         pulumi.StringInput      `pulumi:"recoveredAt"`
+	RestoredAt          pulumi.StringInput      `pulumi:"restoredAt"`
+	StartedAt           pulumi.StringInput      `pulumi:"startedAt"`
+	State               pulumi.StringInput      `pulumi:"state"`
+	StepFinishedAt      pulumi.StringInput      `pulumi:"stepFinishedAt"`
+	WaitingFor          pulumi.StringInput      `pulumi:"waitingFor"`
+	WaitingForWorkloads pulumi.StringArrayInput `pulumi:"waitingForWorkloads"`
+	Wave                pulumi.IntInput         `pulumi:"wave"`
+	Workloads           pulumi.StringArrayInput `pulumi:"workloads"`
 }
 
 func (GetRolloutNodeArgs) ElementType() reflect.Type {
@@ -3071,6 +3853,10 @@ func (o GetRolloutNodeOutput) Reason() pulumi.StringOutput {
 	return o.ApplyT(func(v GetRolloutNode) string { return v.Reason }).(pulumi.StringOutput)
 }
 
+func (o GetRolloutNodeOutput) RecoveredAt() pulumi.StringOutput {
+	return o.ApplyT(func(v GetRolloutNode) string { return v.RecoveredAt }).(pulumi.StringOutput)
+}
+
 func (o GetRolloutNodeOutput) RestoredAt() pulumi.StringOutput {
 	return o.ApplyT(func(v GetRolloutNode) string { return v.RestoredAt }).(pulumi.StringOutput)
 }
@@ -3091,8 +3877,16 @@ func (o GetRolloutNodeOutput) WaitingFor() pulumi.StringOutput {
 	return o.ApplyT(func(v GetRolloutNode) string { return v.WaitingFor }).(pulumi.StringOutput)
 }
 
+func (o GetRolloutNodeOutput) WaitingForWorkloads() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v GetRolloutNode) []string { return v.WaitingForWorkloads }).(pulumi.StringArrayOutput)
+}
+
 func (o GetRolloutNodeOutput) Wave() pulumi.IntOutput {
 	return o.ApplyT(func(v GetRolloutNode) int { return v.Wave }).(pulumi.IntOutput)
+}
+
+func (o GetRolloutNodeOutput) Workloads() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v GetRolloutNode) []string { return v.Workloads }).(pulumi.StringArrayOutput)
 }
 
 type GetRolloutNodeArrayOutput struct{ *pulumi.OutputState }
@@ -3130,12 +3924,22 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*ProviderExecArrayInput)(nil)).Elem(), ProviderExecArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RolloutDrainInput)(nil)).Elem(), RolloutDrainArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RolloutDrainPtrInput)(nil)).Elem(), RolloutDrainArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutGatesInput)(nil)).Elem(), RolloutGatesArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutGatesPtrInput)(nil)).Elem(), RolloutGatesArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutGatesPrometheusInput)(nil)).Elem(), RolloutGatesPrometheusArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutGatesPrometheusPtrInput)(nil)).Elem(), RolloutGatesPrometheusArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RolloutNodeInput)(nil)).Elem(), RolloutNodeArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RolloutNodeArrayInput)(nil)).Elem(), RolloutNodeArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutNotifyInput)(nil)).Elem(), RolloutNotifyArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutNotifyArrayInput)(nil)).Elem(), RolloutNotifyArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutNotifySecretRefInput)(nil)).Elem(), RolloutNotifySecretRefArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutNotifySecretRefPtrInput)(nil)).Elem(), RolloutNotifySecretRefArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RolloutStepInput)(nil)).Elem(), RolloutStepArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RolloutStepPtrInput)(nil)).Elem(), RolloutStepArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RolloutTimeoutsInput)(nil)).Elem(), RolloutTimeoutsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RolloutTimeoutsPtrInput)(nil)).Elem(), RolloutTimeoutsArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutWindowInput)(nil)).Elem(), RolloutWindowArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RolloutWindowPtrInput)(nil)).Elem(), RolloutWindowArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewDrainInput)(nil)).Elem(), GetDrainPreviewDrainArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewDrainPtrInput)(nil)).Elem(), GetDrainPreviewDrainArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*GetDrainPreviewRiskInput)(nil)).Elem(), GetDrainPreviewRiskArgs{})
@@ -3170,12 +3974,22 @@ func init() {
 	pulumi.RegisterOutputType(ProviderExecArrayOutput{})
 	pulumi.RegisterOutputType(RolloutDrainOutput{})
 	pulumi.RegisterOutputType(RolloutDrainPtrOutput{})
+	pulumi.RegisterOutputType(RolloutGatesOutput{})
+	pulumi.RegisterOutputType(RolloutGatesPtrOutput{})
+	pulumi.RegisterOutputType(RolloutGatesPrometheusOutput{})
+	pulumi.RegisterOutputType(RolloutGatesPrometheusPtrOutput{})
 	pulumi.RegisterOutputType(RolloutNodeOutput{})
 	pulumi.RegisterOutputType(RolloutNodeArrayOutput{})
+	pulumi.RegisterOutputType(RolloutNotifyOutput{})
+	pulumi.RegisterOutputType(RolloutNotifyArrayOutput{})
+	pulumi.RegisterOutputType(RolloutNotifySecretRefOutput{})
+	pulumi.RegisterOutputType(RolloutNotifySecretRefPtrOutput{})
 	pulumi.RegisterOutputType(RolloutStepOutput{})
 	pulumi.RegisterOutputType(RolloutStepPtrOutput{})
 	pulumi.RegisterOutputType(RolloutTimeoutsOutput{})
 	pulumi.RegisterOutputType(RolloutTimeoutsPtrOutput{})
+	pulumi.RegisterOutputType(RolloutWindowOutput{})
+	pulumi.RegisterOutputType(RolloutWindowPtrOutput{})
 	pulumi.RegisterOutputType(GetDrainPreviewDrainOutput{})
 	pulumi.RegisterOutputType(GetDrainPreviewDrainPtrOutput{})
 	pulumi.RegisterOutputType(GetDrainPreviewRiskOutput{})

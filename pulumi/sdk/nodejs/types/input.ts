@@ -203,6 +203,24 @@ export interface RolloutDrain {
     timeout?: pulumi.Input<string | undefined>;
 }
 
+export interface RolloutGates {
+    /**
+     * A Prometheus instant query that must return no series for a node to start, as an alert gate. While Prometheus cannot be reached the gate stays closed: the rollout never proceeds blind.
+     */
+    prometheus?: pulumi.Input<inputs.RolloutGatesPrometheus | undefined>;
+}
+
+export interface RolloutGatesPrometheus {
+    /**
+     * A PromQL expression, e.g. `ALERTS{alertstate="firing",severity="critical"}`; checked with Prometheus's own parser at plan time.
+     */
+    query: pulumi.Input<string>;
+    /**
+     * The Prometheus server's base URL, <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span> (e.g. `http://prometheus.monitoring:9090`), as the operator reaches it.
+     */
+    url: pulumi.Input<string>;
+}
+
 export interface RolloutNode {
     drainedAt: pulumi.Input<string>;
     finishedAt: pulumi.Input<string>;
@@ -210,12 +228,41 @@ export interface RolloutNode {
     maintenance: pulumi.Input<string>;
     name: pulumi.Input<string>;
     reason: pulumi.Input<string>;
+    recoveredAt: pulumi.Input<string>;
     restoredAt: pulumi.Input<string>;
     startedAt: pulumi.Input<string>;
     state: pulumi.Input<string>;
     stepFinishedAt: pulumi.Input<string>;
     waitingFor: pulumi.Input<string>;
+    waitingForWorkloads: pulumi.Input<pulumi.Input<string>[]>;
     wave: pulumi.Input<number>;
+    workloads: pulumi.Input<pulumi.Input<string>[]>;
+}
+
+export interface RolloutNotify {
+    /**
+     * The transitions sent, of `Started`, `Blocked`, `NodeDone`, `NodeFailed`, `Halted`, `Succeeded` and `Restored`; unset sends every one.
+     */
+    events?: pulumi.Input<pulumi.Input<string>[] | undefined>;
+    /**
+     * A key of a Secret in the operator's namespace whose value is sent as the bearer token (`Authorization: Bearer <value>`).
+     */
+    secretRef?: pulumi.Input<inputs.RolloutNotifySecretRef | undefined>;
+    /**
+     * Receives the events by HTTP POST; <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span>.
+     */
+    url: pulumi.Input<string>;
+}
+
+export interface RolloutNotifySecretRef {
+    /**
+     * The key in the Secret's data.
+     */
+    key: pulumi.Input<string>;
+    /**
+     * The Secret's name.
+     */
+    name: pulumi.Input<string>;
 }
 
 export interface RolloutStep {
@@ -246,6 +293,25 @@ export interface RolloutTimeouts {
      * How long an update waits for the rollout to pause or to succeed (default 2h).
      */
     update?: pulumi.Input<string | undefined>;
+}
+
+export interface RolloutWindow {
+    /**
+     * The days on which the window opens, as English day names, full or three letters, any case (`["Mon", "tuesday"]`).
+     */
+    days: pulumi.Input<pulumi.Input<string>[]>;
+    /**
+     * When it closes, `HH:MM`. An end at or before <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> closes it on the next day (`22:00` to `04:00` crosses midnight); an end equal to <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> makes a window of 24 hours.
+     */
+    end: pulumi.Input<string>;
+    /**
+     * When the window opens on each of its days, `HH:MM` (24 hours).
+     */
+    start: pulumi.Input<string>;
+    /**
+     * The IANA time zone of <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> and <span pulumi-lang-nodejs="`end`" pulumi-lang-dotnet="`End`" pulumi-lang-go="`end`" pulumi-lang-python="`end`" pulumi-lang-yaml="`end`" pulumi-lang-java="`end`">`end`</span> (`Europe/Berlin`); default UTC. Daylight saving changes are followed.
+     */
+    timeZone?: pulumi.Input<string | undefined>;
 }
 export namespace config {
 }

@@ -29,12 +29,22 @@ __all__ = [
     'ProviderExecArgsDict',
     'RolloutDrainArgs',
     'RolloutDrainArgsDict',
+    'RolloutGatesArgs',
+    'RolloutGatesArgsDict',
+    'RolloutGatesPrometheusArgs',
+    'RolloutGatesPrometheusArgsDict',
     'RolloutNodeArgs',
     'RolloutNodeArgsDict',
+    'RolloutNotifyArgs',
+    'RolloutNotifyArgsDict',
+    'RolloutNotifySecretRefArgs',
+    'RolloutNotifySecretRefArgsDict',
     'RolloutStepArgs',
     'RolloutStepArgsDict',
     'RolloutTimeoutsArgs',
     'RolloutTimeoutsArgsDict',
+    'RolloutWindowArgs',
+    'RolloutWindowArgsDict',
     'GetDrainPreviewDrainArgs',
     'GetDrainPreviewDrainArgsDict',
 ]
@@ -680,6 +690,82 @@ class RolloutDrainArgs:
         pulumi.set(self, "timeout", value)
 
 
+class RolloutGatesArgsDict(TypedDict):
+    prometheus: NotRequired[pulumi.Input[Optional['RolloutGatesPrometheusArgsDict']]]
+    """
+    A Prometheus instant query that must return no series for a node to start, as an alert gate. While Prometheus cannot be reached the gate stays closed: the rollout never proceeds blind.
+    """
+
+@pulumi.input_type
+class RolloutGatesArgs:
+    def __init__(__self__, *,
+                 prometheus: pulumi.Input[Optional['RolloutGatesPrometheusArgs']] = None):
+        """
+        :param pulumi.Input['RolloutGatesPrometheusArgs'] prometheus: A Prometheus instant query that must return no series for a node to start, as an alert gate. While Prometheus cannot be reached the gate stays closed: the rollout never proceeds blind.
+        """
+        if prometheus is not None:
+            pulumi.set(__self__, "prometheus", prometheus)
+
+    @_builtins.property
+    @pulumi.getter
+    def prometheus(self) -> pulumi.Input[Optional['RolloutGatesPrometheusArgs']]:
+        """
+        A Prometheus instant query that must return no series for a node to start, as an alert gate. While Prometheus cannot be reached the gate stays closed: the rollout never proceeds blind.
+        """
+        return pulumi.get(self, "prometheus")
+
+    @prometheus.setter
+    def prometheus(self, value: pulumi.Input[Optional['RolloutGatesPrometheusArgs']]):
+        pulumi.set(self, "prometheus", value)
+
+
+class RolloutGatesPrometheusArgsDict(TypedDict):
+    query: pulumi.Input[_builtins.str]
+    """
+    A PromQL expression, e.g. `ALERTS{alertstate="firing",severity="critical"}`; checked with Prometheus's own parser at plan time.
+    """
+    url: pulumi.Input[_builtins.str]
+    """
+    The Prometheus server's base URL, <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span> (e.g. `http://prometheus.monitoring:9090`), as the operator reaches it.
+    """
+
+@pulumi.input_type
+class RolloutGatesPrometheusArgs:
+    def __init__(__self__, *,
+                 query: pulumi.Input[_builtins.str],
+                 url: pulumi.Input[_builtins.str]):
+        """
+        :param pulumi.Input[_builtins.str] query: A PromQL expression, e.g. `ALERTS{alertstate="firing",severity="critical"}`; checked with Prometheus's own parser at plan time.
+        :param pulumi.Input[_builtins.str] url: The Prometheus server's base URL, <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span> (e.g. `http://prometheus.monitoring:9090`), as the operator reaches it.
+        """
+        pulumi.set(__self__, "query", query)
+        pulumi.set(__self__, "url", url)
+
+    @_builtins.property
+    @pulumi.getter
+    def query(self) -> pulumi.Input[_builtins.str]:
+        """
+        A PromQL expression, e.g. `ALERTS{alertstate="firing",severity="critical"}`; checked with Prometheus's own parser at plan time.
+        """
+        return pulumi.get(self, "query")
+
+    @query.setter
+    def query(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "query", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def url(self) -> pulumi.Input[_builtins.str]:
+        """
+        The Prometheus server's base URL, <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span> (e.g. `http://prometheus.monitoring:9090`), as the operator reaches it.
+        """
+        return pulumi.get(self, "url")
+
+    @url.setter
+    def url(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "url", value)
+
+
 class RolloutNodeArgsDict(TypedDict):
     drained_at: pulumi.Input[_builtins.str]
     finished_at: pulumi.Input[_builtins.str]
@@ -687,12 +773,15 @@ class RolloutNodeArgsDict(TypedDict):
     maintenance: pulumi.Input[_builtins.str]
     name: pulumi.Input[_builtins.str]
     reason: pulumi.Input[_builtins.str]
+    recovered_at: pulumi.Input[_builtins.str]
     restored_at: pulumi.Input[_builtins.str]
     started_at: pulumi.Input[_builtins.str]
     state: pulumi.Input[_builtins.str]
     step_finished_at: pulumi.Input[_builtins.str]
     waiting_for: pulumi.Input[_builtins.str]
+    waiting_for_workloads: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]
     wave: pulumi.Input[_builtins.int]
+    workloads: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]
 
 @pulumi.input_type
 class RolloutNodeArgs:
@@ -703,24 +792,30 @@ class RolloutNodeArgs:
                  maintenance: pulumi.Input[_builtins.str],
                  name: pulumi.Input[_builtins.str],
                  reason: pulumi.Input[_builtins.str],
+                 recovered_at: pulumi.Input[_builtins.str],
                  restored_at: pulumi.Input[_builtins.str],
                  started_at: pulumi.Input[_builtins.str],
                  state: pulumi.Input[_builtins.str],
                  step_finished_at: pulumi.Input[_builtins.str],
                  waiting_for: pulumi.Input[_builtins.str],
-                 wave: pulumi.Input[_builtins.int]):
+                 waiting_for_workloads: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]],
+                 wave: pulumi.Input[_builtins.int],
+                 workloads: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]):
         pulumi.set(__self__, "drained_at", drained_at)
         pulumi.set(__self__, "finished_at", finished_at)
         pulumi.set(__self__, "job", job)
         pulumi.set(__self__, "maintenance", maintenance)
         pulumi.set(__self__, "name", name)
         pulumi.set(__self__, "reason", reason)
+        pulumi.set(__self__, "recovered_at", recovered_at)
         pulumi.set(__self__, "restored_at", restored_at)
         pulumi.set(__self__, "started_at", started_at)
         pulumi.set(__self__, "state", state)
         pulumi.set(__self__, "step_finished_at", step_finished_at)
         pulumi.set(__self__, "waiting_for", waiting_for)
+        pulumi.set(__self__, "waiting_for_workloads", waiting_for_workloads)
         pulumi.set(__self__, "wave", wave)
+        pulumi.set(__self__, "workloads", workloads)
 
     @_builtins.property
     @pulumi.getter(name="drainedAt")
@@ -777,6 +872,15 @@ class RolloutNodeArgs:
         pulumi.set(self, "reason", value)
 
     @_builtins.property
+    @pulumi.getter(name="recoveredAt")
+    def recovered_at(self) -> pulumi.Input[_builtins.str]:
+        return pulumi.get(self, "recovered_at")
+
+    @recovered_at.setter
+    def recovered_at(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "recovered_at", value)
+
+    @_builtins.property
     @pulumi.getter(name="restoredAt")
     def restored_at(self) -> pulumi.Input[_builtins.str]:
         return pulumi.get(self, "restored_at")
@@ -822,6 +926,15 @@ class RolloutNodeArgs:
         pulumi.set(self, "waiting_for", value)
 
     @_builtins.property
+    @pulumi.getter(name="waitingForWorkloads")
+    def waiting_for_workloads(self) -> pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]:
+        return pulumi.get(self, "waiting_for_workloads")
+
+    @waiting_for_workloads.setter
+    def waiting_for_workloads(self, value: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]):
+        pulumi.set(self, "waiting_for_workloads", value)
+
+    @_builtins.property
     @pulumi.getter
     def wave(self) -> pulumi.Input[_builtins.int]:
         return pulumi.get(self, "wave")
@@ -829,6 +942,130 @@ class RolloutNodeArgs:
     @wave.setter
     def wave(self, value: pulumi.Input[_builtins.int]):
         pulumi.set(self, "wave", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def workloads(self) -> pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]:
+        return pulumi.get(self, "workloads")
+
+    @workloads.setter
+    def workloads(self, value: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]):
+        pulumi.set(self, "workloads", value)
+
+
+class RolloutNotifyArgsDict(TypedDict):
+    url: pulumi.Input[_builtins.str]
+    """
+    Receives the events by HTTP POST; <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span>.
+    """
+    events: NotRequired[pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]]
+    """
+    The transitions sent, of `Started`, `Blocked`, `NodeDone`, `NodeFailed`, `Halted`, `Succeeded` and `Restored`; unset sends every one.
+    """
+    secret_ref: NotRequired[pulumi.Input[Optional['RolloutNotifySecretRefArgsDict']]]
+    """
+    A key of a Secret in the operator's namespace whose value is sent as the bearer token (`Authorization: Bearer <value>`).
+    """
+
+@pulumi.input_type
+class RolloutNotifyArgs:
+    def __init__(__self__, *,
+                 url: pulumi.Input[_builtins.str],
+                 events: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
+                 secret_ref: pulumi.Input[Optional['RolloutNotifySecretRefArgs']] = None):
+        """
+        :param pulumi.Input[_builtins.str] url: Receives the events by HTTP POST; <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span>.
+        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] events: The transitions sent, of `Started`, `Blocked`, `NodeDone`, `NodeFailed`, `Halted`, `Succeeded` and `Restored`; unset sends every one.
+        :param pulumi.Input['RolloutNotifySecretRefArgs'] secret_ref: A key of a Secret in the operator's namespace whose value is sent as the bearer token (`Authorization: Bearer <value>`).
+        """
+        pulumi.set(__self__, "url", url)
+        if events is not None:
+            pulumi.set(__self__, "events", events)
+        if secret_ref is not None:
+            pulumi.set(__self__, "secret_ref", secret_ref)
+
+    @_builtins.property
+    @pulumi.getter
+    def url(self) -> pulumi.Input[_builtins.str]:
+        """
+        Receives the events by HTTP POST; <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span>.
+        """
+        return pulumi.get(self, "url")
+
+    @url.setter
+    def url(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "url", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def events(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
+        """
+        The transitions sent, of `Started`, `Blocked`, `NodeDone`, `NodeFailed`, `Halted`, `Succeeded` and `Restored`; unset sends every one.
+        """
+        return pulumi.get(self, "events")
+
+    @events.setter
+    def events(self, value: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]):
+        pulumi.set(self, "events", value)
+
+    @_builtins.property
+    @pulumi.getter(name="secretRef")
+    def secret_ref(self) -> pulumi.Input[Optional['RolloutNotifySecretRefArgs']]:
+        """
+        A key of a Secret in the operator's namespace whose value is sent as the bearer token (`Authorization: Bearer <value>`).
+        """
+        return pulumi.get(self, "secret_ref")
+
+    @secret_ref.setter
+    def secret_ref(self, value: pulumi.Input[Optional['RolloutNotifySecretRefArgs']]):
+        pulumi.set(self, "secret_ref", value)
+
+
+class RolloutNotifySecretRefArgsDict(TypedDict):
+    key: pulumi.Input[_builtins.str]
+    """
+    The key in the Secret's data.
+    """
+    name: pulumi.Input[_builtins.str]
+    """
+    The Secret's name.
+    """
+
+@pulumi.input_type
+class RolloutNotifySecretRefArgs:
+    def __init__(__self__, *,
+                 key: pulumi.Input[_builtins.str],
+                 name: pulumi.Input[_builtins.str]):
+        """
+        :param pulumi.Input[_builtins.str] key: The key in the Secret's data.
+        :param pulumi.Input[_builtins.str] name: The Secret's name.
+        """
+        pulumi.set(__self__, "key", key)
+        pulumi.set(__self__, "name", name)
+
+    @_builtins.property
+    @pulumi.getter
+    def key(self) -> pulumi.Input[_builtins.str]:
+        """
+        The key in the Secret's data.
+        """
+        return pulumi.get(self, "key")
+
+    @key.setter
+    def key(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "key", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def name(self) -> pulumi.Input[_builtins.str]:
+        """
+        The Secret's name.
+        """
+        return pulumi.get(self, "name")
+
+    @name.setter
+    def name(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "name", value)
 
 
 class RolloutStepArgsDict(TypedDict):
@@ -965,6 +1202,92 @@ class RolloutTimeoutsArgs:
     @update.setter
     def update(self, value: pulumi.Input[Optional[_builtins.str]]):
         pulumi.set(self, "update", value)
+
+
+class RolloutWindowArgsDict(TypedDict):
+    days: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]
+    """
+    The days on which the window opens, as English day names, full or three letters, any case (`["Mon", "tuesday"]`).
+    """
+    end: pulumi.Input[_builtins.str]
+    """
+    When it closes, `HH:MM`. An end at or before <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> closes it on the next day (`22:00` to `04:00` crosses midnight); an end equal to <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> makes a window of 24 hours.
+    """
+    start: pulumi.Input[_builtins.str]
+    """
+    When the window opens on each of its days, `HH:MM` (24 hours).
+    """
+    time_zone: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    The IANA time zone of <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> and <span pulumi-lang-nodejs="`end`" pulumi-lang-dotnet="`End`" pulumi-lang-go="`end`" pulumi-lang-python="`end`" pulumi-lang-yaml="`end`" pulumi-lang-java="`end`">`end`</span> (`Europe/Berlin`); default UTC. Daylight saving changes are followed.
+    """
+
+@pulumi.input_type
+class RolloutWindowArgs:
+    def __init__(__self__, *,
+                 days: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]],
+                 end: pulumi.Input[_builtins.str],
+                 start: pulumi.Input[_builtins.str],
+                 time_zone: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] days: The days on which the window opens, as English day names, full or three letters, any case (`["Mon", "tuesday"]`).
+        :param pulumi.Input[_builtins.str] end: When it closes, `HH:MM`. An end at or before <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> closes it on the next day (`22:00` to `04:00` crosses midnight); an end equal to <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> makes a window of 24 hours.
+        :param pulumi.Input[_builtins.str] start: When the window opens on each of its days, `HH:MM` (24 hours).
+        :param pulumi.Input[_builtins.str] time_zone: The IANA time zone of <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> and <span pulumi-lang-nodejs="`end`" pulumi-lang-dotnet="`End`" pulumi-lang-go="`end`" pulumi-lang-python="`end`" pulumi-lang-yaml="`end`" pulumi-lang-java="`end`">`end`</span> (`Europe/Berlin`); default UTC. Daylight saving changes are followed.
+        """
+        pulumi.set(__self__, "days", days)
+        pulumi.set(__self__, "end", end)
+        pulumi.set(__self__, "start", start)
+        if time_zone is not None:
+            pulumi.set(__self__, "time_zone", time_zone)
+
+    @_builtins.property
+    @pulumi.getter
+    def days(self) -> pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]:
+        """
+        The days on which the window opens, as English day names, full or three letters, any case (`["Mon", "tuesday"]`).
+        """
+        return pulumi.get(self, "days")
+
+    @days.setter
+    def days(self, value: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]):
+        pulumi.set(self, "days", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def end(self) -> pulumi.Input[_builtins.str]:
+        """
+        When it closes, `HH:MM`. An end at or before <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> closes it on the next day (`22:00` to `04:00` crosses midnight); an end equal to <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> makes a window of 24 hours.
+        """
+        return pulumi.get(self, "end")
+
+    @end.setter
+    def end(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "end", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def start(self) -> pulumi.Input[_builtins.str]:
+        """
+        When the window opens on each of its days, `HH:MM` (24 hours).
+        """
+        return pulumi.get(self, "start")
+
+    @start.setter
+    def start(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "start", value)
+
+    @_builtins.property
+    @pulumi.getter(name="timeZone")
+    def time_zone(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The IANA time zone of <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> and <span pulumi-lang-nodejs="`end`" pulumi-lang-dotnet="`End`" pulumi-lang-go="`end`" pulumi-lang-python="`end`" pulumi-lang-yaml="`end`" pulumi-lang-java="`end`">`end`</span> (`Europe/Berlin`); default UTC. Daylight saving changes are followed.
+        """
+        return pulumi.get(self, "time_zone")
+
+    @time_zone.setter
+    def time_zone(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "time_zone", value)
 
 
 class GetDrainPreviewDrainArgsDict(TypedDict):

@@ -27,7 +27,10 @@ class GetRolloutResult:
     """
     A collection of values returned by getRollout.
     """
-    def __init__(__self__, done=None, failed=None, id=None, in_progress=None, message=None, name=None, nodes=None, phase=None, total=None):
+    def __init__(__self__, blockers=None, done=None, failed=None, id=None, in_progress=None, message=None, name=None, next_window_start=None, nodes=None, phase=None, total=None):
+        if blockers and not isinstance(blockers, list):
+            raise TypeError("Expected argument 'blockers' to be a list")
+        pulumi.set(__self__, "blockers", blockers)
         if done and not isinstance(done, int):
             raise TypeError("Expected argument 'done' to be a int")
         pulumi.set(__self__, "done", done)
@@ -46,6 +49,9 @@ class GetRolloutResult:
         if name and not isinstance(name, str):
             raise TypeError("Expected argument 'name' to be a str")
         pulumi.set(__self__, "name", name)
+        if next_window_start and not isinstance(next_window_start, str):
+            raise TypeError("Expected argument 'next_window_start' to be a str")
+        pulumi.set(__self__, "next_window_start", next_window_start)
         if nodes and not isinstance(nodes, list):
             raise TypeError("Expected argument 'nodes' to be a list")
         pulumi.set(__self__, "nodes", nodes)
@@ -55,6 +61,11 @@ class GetRolloutResult:
         if total and not isinstance(total, int):
             raise TypeError("Expected argument 'total' to be a int")
         pulumi.set(__self__, "total", total)
+
+    @_builtins.property
+    @pulumi.getter
+    def blockers(self) -> Sequence[_builtins.str]:
+        return pulumi.get(self, "blockers")
 
     @_builtins.property
     @pulumi.getter
@@ -87,6 +98,11 @@ class GetRolloutResult:
         return pulumi.get(self, "name")
 
     @_builtins.property
+    @pulumi.getter(name="nextWindowStart")
+    def next_window_start(self) -> _builtins.str:
+        return pulumi.get(self, "next_window_start")
+
+    @_builtins.property
     @pulumi.getter
     def nodes(self) -> Sequence['outputs.GetRolloutNodeResult']:
         return pulumi.get(self, "nodes")
@@ -108,12 +124,14 @@ class AwaitableGetRolloutResult(GetRolloutResult):
         if False:
             yield self
         return GetRolloutResult(
+            blockers=self.blockers,
             done=self.done,
             failed=self.failed,
             id=self.id,
             in_progress=self.in_progress,
             message=self.message,
             name=self.name,
+            next_window_start=self.next_window_start,
             nodes=self.nodes,
             phase=self.phase,
             total=self.total)
@@ -130,12 +148,14 @@ def get_rollout(name: Optional[_builtins.str] = None,
     __ret__ = pulumi.runtime.invoke('nodemaintenance:index/getRollout:getRollout', __args__, opts=opts, typ=GetRolloutResult).value
 
     return AwaitableGetRolloutResult(
+        blockers=pulumi.get(__ret__, 'blockers'),
         done=pulumi.get(__ret__, 'done'),
         failed=pulumi.get(__ret__, 'failed'),
         id=pulumi.get(__ret__, 'id'),
         in_progress=pulumi.get(__ret__, 'in_progress'),
         message=pulumi.get(__ret__, 'message'),
         name=pulumi.get(__ret__, 'name'),
+        next_window_start=pulumi.get(__ret__, 'next_window_start'),
         nodes=pulumi.get(__ret__, 'nodes'),
         phase=pulumi.get(__ret__, 'phase'),
         total=pulumi.get(__ret__, 'total'))
@@ -149,12 +169,14 @@ def get_rollout_output(name: pulumi.Input[Optional[_builtins.str]] = None,
     opts = pulumi.InvokeOutputOptions.merge(_utilities.get_invoke_opts_defaults(), opts)
     __ret__ = pulumi.runtime.invoke_output('nodemaintenance:index/getRollout:getRollout', __args__, opts=opts, typ=GetRolloutResult)
     return __ret__.apply(lambda __response__: GetRolloutResult(
+        blockers=pulumi.get(__response__, 'blockers'),
         done=pulumi.get(__response__, 'done'),
         failed=pulumi.get(__response__, 'failed'),
         id=pulumi.get(__response__, 'id'),
         in_progress=pulumi.get(__response__, 'in_progress'),
         message=pulumi.get(__response__, 'message'),
         name=pulumi.get(__response__, 'name'),
+        next_window_start=pulumi.get(__response__, 'next_window_start'),
         nodes=pulumi.get(__response__, 'nodes'),
         phase=pulumi.get(__response__, 'phase'),
         total=pulumi.get(__response__, 'total')))

@@ -22,9 +22,14 @@ __all__ = [
     'NodeMaintenanceTimeouts',
     'OperatorTimeouts',
     'RolloutDrain',
+    'RolloutGates',
+    'RolloutGatesPrometheus',
     'RolloutNode',
+    'RolloutNotify',
+    'RolloutNotifySecretRef',
     'RolloutStep',
     'RolloutTimeouts',
+    'RolloutWindow',
     'GetDrainPreviewDrainResult',
     'GetDrainPreviewRiskResult',
     'GetDrainPreviewSkipResult',
@@ -452,6 +457,54 @@ class RolloutDrain(dict):
 
 
 @pulumi.output_type
+class RolloutGates(dict):
+    def __init__(__self__, *,
+                 prometheus: Optional['outputs.RolloutGatesPrometheus'] = None):
+        """
+        :param 'RolloutGatesPrometheusArgs' prometheus: A Prometheus instant query that must return no series for a node to start, as an alert gate. While Prometheus cannot be reached the gate stays closed: the rollout never proceeds blind.
+        """
+        if prometheus is not None:
+            pulumi.set(__self__, "prometheus", prometheus)
+
+    @_builtins.property
+    @pulumi.getter
+    def prometheus(self) -> Optional['outputs.RolloutGatesPrometheus']:
+        """
+        A Prometheus instant query that must return no series for a node to start, as an alert gate. While Prometheus cannot be reached the gate stays closed: the rollout never proceeds blind.
+        """
+        return pulumi.get(self, "prometheus")
+
+
+@pulumi.output_type
+class RolloutGatesPrometheus(dict):
+    def __init__(__self__, *,
+                 query: _builtins.str,
+                 url: _builtins.str):
+        """
+        :param _builtins.str query: A PromQL expression, e.g. `ALERTS{alertstate="firing",severity="critical"}`; checked with Prometheus's own parser at plan time.
+        :param _builtins.str url: The Prometheus server's base URL, <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span> (e.g. `http://prometheus.monitoring:9090`), as the operator reaches it.
+        """
+        pulumi.set(__self__, "query", query)
+        pulumi.set(__self__, "url", url)
+
+    @_builtins.property
+    @pulumi.getter
+    def query(self) -> _builtins.str:
+        """
+        A PromQL expression, e.g. `ALERTS{alertstate="firing",severity="critical"}`; checked with Prometheus's own parser at plan time.
+        """
+        return pulumi.get(self, "query")
+
+    @_builtins.property
+    @pulumi.getter
+    def url(self) -> _builtins.str:
+        """
+        The Prometheus server's base URL, <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span> (e.g. `http://prometheus.monitoring:9090`), as the operator reaches it.
+        """
+        return pulumi.get(self, "url")
+
+
+@pulumi.output_type
 class RolloutNode(dict):
     @staticmethod
     def __key_warning(key: str):
@@ -460,6 +513,8 @@ class RolloutNode(dict):
             suggest = "drained_at"
         elif key == "finishedAt":
             suggest = "finished_at"
+        elif key == "recoveredAt":
+            suggest = "recovered_at"
         elif key == "restoredAt":
             suggest = "restored_at"
         elif key == "startedAt":
@@ -468,6 +523,8 @@ class RolloutNode(dict):
             suggest = "step_finished_at"
         elif key == "waitingFor":
             suggest = "waiting_for"
+        elif key == "waitingForWorkloads":
+            suggest = "waiting_for_workloads"
 
         if suggest:
             pulumi.log.warn(f"Key '{key}' not found in RolloutNode. Access the value via the '{suggest}' property getter instead.")
@@ -487,24 +544,30 @@ class RolloutNode(dict):
                  maintenance: _builtins.str,
                  name: _builtins.str,
                  reason: _builtins.str,
+                 recovered_at: _builtins.str,
                  restored_at: _builtins.str,
                  started_at: _builtins.str,
                  state: _builtins.str,
                  step_finished_at: _builtins.str,
                  waiting_for: _builtins.str,
-                 wave: _builtins.int):
+                 waiting_for_workloads: Sequence[_builtins.str],
+                 wave: _builtins.int,
+                 workloads: Sequence[_builtins.str]):
         pulumi.set(__self__, "drained_at", drained_at)
         pulumi.set(__self__, "finished_at", finished_at)
         pulumi.set(__self__, "job", job)
         pulumi.set(__self__, "maintenance", maintenance)
         pulumi.set(__self__, "name", name)
         pulumi.set(__self__, "reason", reason)
+        pulumi.set(__self__, "recovered_at", recovered_at)
         pulumi.set(__self__, "restored_at", restored_at)
         pulumi.set(__self__, "started_at", started_at)
         pulumi.set(__self__, "state", state)
         pulumi.set(__self__, "step_finished_at", step_finished_at)
         pulumi.set(__self__, "waiting_for", waiting_for)
+        pulumi.set(__self__, "waiting_for_workloads", waiting_for_workloads)
         pulumi.set(__self__, "wave", wave)
+        pulumi.set(__self__, "workloads", workloads)
 
     @_builtins.property
     @pulumi.getter(name="drainedAt")
@@ -537,6 +600,11 @@ class RolloutNode(dict):
         return pulumi.get(self, "reason")
 
     @_builtins.property
+    @pulumi.getter(name="recoveredAt")
+    def recovered_at(self) -> _builtins.str:
+        return pulumi.get(self, "recovered_at")
+
+    @_builtins.property
     @pulumi.getter(name="restoredAt")
     def restored_at(self) -> _builtins.str:
         return pulumi.get(self, "restored_at")
@@ -562,9 +630,107 @@ class RolloutNode(dict):
         return pulumi.get(self, "waiting_for")
 
     @_builtins.property
+    @pulumi.getter(name="waitingForWorkloads")
+    def waiting_for_workloads(self) -> Sequence[_builtins.str]:
+        return pulumi.get(self, "waiting_for_workloads")
+
+    @_builtins.property
     @pulumi.getter
     def wave(self) -> _builtins.int:
         return pulumi.get(self, "wave")
+
+    @_builtins.property
+    @pulumi.getter
+    def workloads(self) -> Sequence[_builtins.str]:
+        return pulumi.get(self, "workloads")
+
+
+@pulumi.output_type
+class RolloutNotify(dict):
+    @staticmethod
+    def __key_warning(key: str):
+        suggest = None
+        if key == "secretRef":
+            suggest = "secret_ref"
+
+        if suggest:
+            pulumi.log.warn(f"Key '{key}' not found in RolloutNotify. Access the value via the '{suggest}' property getter instead.")
+
+    def __getitem__(self, key: str) -> Any:
+        RolloutNotify.__key_warning(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default = None) -> Any:
+        RolloutNotify.__key_warning(key)
+        return super().get(key, default)
+
+    def __init__(__self__, *,
+                 url: _builtins.str,
+                 events: Optional[Sequence[_builtins.str]] = None,
+                 secret_ref: Optional['outputs.RolloutNotifySecretRef'] = None):
+        """
+        :param _builtins.str url: Receives the events by HTTP POST; <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span>.
+        :param Sequence[_builtins.str] events: The transitions sent, of `Started`, `Blocked`, `NodeDone`, `NodeFailed`, `Halted`, `Succeeded` and `Restored`; unset sends every one.
+        :param 'RolloutNotifySecretRefArgs' secret_ref: A key of a Secret in the operator's namespace whose value is sent as the bearer token (`Authorization: Bearer <value>`).
+        """
+        pulumi.set(__self__, "url", url)
+        if events is not None:
+            pulumi.set(__self__, "events", events)
+        if secret_ref is not None:
+            pulumi.set(__self__, "secret_ref", secret_ref)
+
+    @_builtins.property
+    @pulumi.getter
+    def url(self) -> _builtins.str:
+        """
+        Receives the events by HTTP POST; <span pulumi-lang-nodejs="`http`" pulumi-lang-dotnet="`Http`" pulumi-lang-go="`http`" pulumi-lang-python="`http`" pulumi-lang-yaml="`http`" pulumi-lang-java="`http`">`http`</span> or <span pulumi-lang-nodejs="`https`" pulumi-lang-dotnet="`Https`" pulumi-lang-go="`https`" pulumi-lang-python="`https`" pulumi-lang-yaml="`https`" pulumi-lang-java="`https`">`https`</span>.
+        """
+        return pulumi.get(self, "url")
+
+    @_builtins.property
+    @pulumi.getter
+    def events(self) -> Optional[Sequence[_builtins.str]]:
+        """
+        The transitions sent, of `Started`, `Blocked`, `NodeDone`, `NodeFailed`, `Halted`, `Succeeded` and `Restored`; unset sends every one.
+        """
+        return pulumi.get(self, "events")
+
+    @_builtins.property
+    @pulumi.getter(name="secretRef")
+    def secret_ref(self) -> Optional['outputs.RolloutNotifySecretRef']:
+        """
+        A key of a Secret in the operator's namespace whose value is sent as the bearer token (`Authorization: Bearer <value>`).
+        """
+        return pulumi.get(self, "secret_ref")
+
+
+@pulumi.output_type
+class RolloutNotifySecretRef(dict):
+    def __init__(__self__, *,
+                 key: _builtins.str,
+                 name: _builtins.str):
+        """
+        :param _builtins.str key: The key in the Secret's data.
+        :param _builtins.str name: The Secret's name.
+        """
+        pulumi.set(__self__, "key", key)
+        pulumi.set(__self__, "name", name)
+
+    @_builtins.property
+    @pulumi.getter
+    def key(self) -> _builtins.str:
+        """
+        The key in the Secret's data.
+        """
+        return pulumi.get(self, "key")
+
+    @_builtins.property
+    @pulumi.getter
+    def name(self) -> _builtins.str:
+        """
+        The Secret's name.
+        """
+        return pulumi.get(self, "name")
 
 
 @pulumi.output_type
@@ -666,6 +832,75 @@ class RolloutTimeouts(dict):
         How long an update waits for the rollout to pause or to succeed (default 2h).
         """
         return pulumi.get(self, "update")
+
+
+@pulumi.output_type
+class RolloutWindow(dict):
+    @staticmethod
+    def __key_warning(key: str):
+        suggest = None
+        if key == "timeZone":
+            suggest = "time_zone"
+
+        if suggest:
+            pulumi.log.warn(f"Key '{key}' not found in RolloutWindow. Access the value via the '{suggest}' property getter instead.")
+
+    def __getitem__(self, key: str) -> Any:
+        RolloutWindow.__key_warning(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default = None) -> Any:
+        RolloutWindow.__key_warning(key)
+        return super().get(key, default)
+
+    def __init__(__self__, *,
+                 days: Sequence[_builtins.str],
+                 end: _builtins.str,
+                 start: _builtins.str,
+                 time_zone: Optional[_builtins.str] = None):
+        """
+        :param Sequence[_builtins.str] days: The days on which the window opens, as English day names, full or three letters, any case (`["Mon", "tuesday"]`).
+        :param _builtins.str end: When it closes, `HH:MM`. An end at or before <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> closes it on the next day (`22:00` to `04:00` crosses midnight); an end equal to <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> makes a window of 24 hours.
+        :param _builtins.str start: When the window opens on each of its days, `HH:MM` (24 hours).
+        :param _builtins.str time_zone: The IANA time zone of <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> and <span pulumi-lang-nodejs="`end`" pulumi-lang-dotnet="`End`" pulumi-lang-go="`end`" pulumi-lang-python="`end`" pulumi-lang-yaml="`end`" pulumi-lang-java="`end`">`end`</span> (`Europe/Berlin`); default UTC. Daylight saving changes are followed.
+        """
+        pulumi.set(__self__, "days", days)
+        pulumi.set(__self__, "end", end)
+        pulumi.set(__self__, "start", start)
+        if time_zone is not None:
+            pulumi.set(__self__, "time_zone", time_zone)
+
+    @_builtins.property
+    @pulumi.getter
+    def days(self) -> Sequence[_builtins.str]:
+        """
+        The days on which the window opens, as English day names, full or three letters, any case (`["Mon", "tuesday"]`).
+        """
+        return pulumi.get(self, "days")
+
+    @_builtins.property
+    @pulumi.getter
+    def end(self) -> _builtins.str:
+        """
+        When it closes, `HH:MM`. An end at or before <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> closes it on the next day (`22:00` to `04:00` crosses midnight); an end equal to <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> makes a window of 24 hours.
+        """
+        return pulumi.get(self, "end")
+
+    @_builtins.property
+    @pulumi.getter
+    def start(self) -> _builtins.str:
+        """
+        When the window opens on each of its days, `HH:MM` (24 hours).
+        """
+        return pulumi.get(self, "start")
+
+    @_builtins.property
+    @pulumi.getter(name="timeZone")
+    def time_zone(self) -> Optional[_builtins.str]:
+        """
+        The IANA time zone of <span pulumi-lang-nodejs="`start`" pulumi-lang-dotnet="`Start`" pulumi-lang-go="`start`" pulumi-lang-python="`start`" pulumi-lang-yaml="`start`" pulumi-lang-java="`start`">`start`</span> and <span pulumi-lang-nodejs="`end`" pulumi-lang-dotnet="`End`" pulumi-lang-go="`end`" pulumi-lang-python="`end`" pulumi-lang-yaml="`end`" pulumi-lang-java="`end`">`end`</span> (`Europe/Berlin`); default UTC. Daylight saving changes are followed.
+        """
+        return pulumi.get(self, "time_zone")
 
 
 @pulumi.output_type
@@ -1114,24 +1349,30 @@ class GetRolloutNodeResult(dict):
                  maintenance: _builtins.str,
                  name: _builtins.str,
                  reason: _builtins.str,
+                 recovered_at: _builtins.str,
                  restored_at: _builtins.str,
                  started_at: _builtins.str,
                  state: _builtins.str,
                  step_finished_at: _builtins.str,
                  waiting_for: _builtins.str,
-                 wave: _builtins.int):
+                 waiting_for_workloads: Sequence[_builtins.str],
+                 wave: _builtins.int,
+                 workloads: Sequence[_builtins.str]):
         pulumi.set(__self__, "drained_at", drained_at)
         pulumi.set(__self__, "finished_at", finished_at)
         pulumi.set(__self__, "job", job)
         pulumi.set(__self__, "maintenance", maintenance)
         pulumi.set(__self__, "name", name)
         pulumi.set(__self__, "reason", reason)
+        pulumi.set(__self__, "recovered_at", recovered_at)
         pulumi.set(__self__, "restored_at", restored_at)
         pulumi.set(__self__, "started_at", started_at)
         pulumi.set(__self__, "state", state)
         pulumi.set(__self__, "step_finished_at", step_finished_at)
         pulumi.set(__self__, "waiting_for", waiting_for)
+        pulumi.set(__self__, "waiting_for_workloads", waiting_for_workloads)
         pulumi.set(__self__, "wave", wave)
+        pulumi.set(__self__, "workloads", workloads)
 
     @_builtins.property
     @pulumi.getter(name="drainedAt")
@@ -1164,6 +1405,11 @@ class GetRolloutNodeResult(dict):
         return pulumi.get(self, "reason")
 
     @_builtins.property
+    @pulumi.getter(name="recoveredAt")
+    def recovered_at(self) -> _builtins.str:
+        return pulumi.get(self, "recovered_at")
+
+    @_builtins.property
     @pulumi.getter(name="restoredAt")
     def restored_at(self) -> _builtins.str:
         return pulumi.get(self, "restored_at")
@@ -1189,8 +1435,18 @@ class GetRolloutNodeResult(dict):
         return pulumi.get(self, "waiting_for")
 
     @_builtins.property
+    @pulumi.getter(name="waitingForWorkloads")
+    def waiting_for_workloads(self) -> Sequence[_builtins.str]:
+        return pulumi.get(self, "waiting_for_workloads")
+
+    @_builtins.property
     @pulumi.getter
     def wave(self) -> _builtins.int:
         return pulumi.get(self, "wave")
+
+    @_builtins.property
+    @pulumi.getter
+    def workloads(self) -> Sequence[_builtins.str]:
+        return pulumi.get(self, "workloads")
 
 

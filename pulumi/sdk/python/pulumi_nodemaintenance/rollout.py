@@ -23,36 +23,50 @@ class RolloutArgs:
     def __init__(__self__, *,
                  name: pulumi.Input[_builtins.str],
                  drain: pulumi.Input[Optional['RolloutDrainArgs']] = None,
+                 gates: pulumi.Input[Optional['RolloutGatesArgs']] = None,
                  hold_for: pulumi.Input[Optional[_builtins.str]] = None,
                  max_failures: pulumi.Input[Optional[_builtins.int]] = None,
                  max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
                  node_names: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  node_selector: pulumi.Input[Optional[_builtins.str]] = None,
+                 notifies: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]] = None,
                  on_failure: pulumi.Input[Optional[_builtins.str]] = None,
                  paused: pulumi.Input[Optional[_builtins.bool]] = None,
                  reason: pulumi.Input[Optional[_builtins.str]] = None,
+                 recovery_gate: pulumi.Input[Optional[_builtins.str]] = None,
+                 recovery_timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  soak_for: pulumi.Input[Optional[_builtins.str]] = None,
                  step: pulumi.Input[Optional['RolloutStepArgs']] = None,
-                 timeouts: pulumi.Input[Optional['RolloutTimeoutsArgs']] = None):
+                 timeouts: pulumi.Input[Optional['RolloutTimeoutsArgs']] = None,
+                 wait_for_completion: pulumi.Input[Optional[_builtins.bool]] = None,
+                 window: pulumi.Input[Optional['RolloutWindowArgs']] = None):
         """
         The set of arguments for constructing a Rollout resource.
 
         :param pulumi.Input[_builtins.str] name: Name of the `NodeMaintenanceRollout` object (a DNS-1123 subdomain); its NodeMaintenances and step Jobs are labelled `nodemaintenance.io/rollout=<name>`. Changing it replaces the resource.
         :param pulumi.Input['RolloutDrainArgs'] drain: How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+        :param pulumi.Input['RolloutGatesArgs'] gates: Checks outside the rollout that hold the next node while they are closed; the nodes in progress finish. Updated in place.
         :param pulumi.Input[_builtins.str] hold_for: Without a <span pulumi-lang-nodejs="`step`" pulumi-lang-dotnet="`Step`" pulumi-lang-go="`step`" pulumi-lang-python="`step`" pulumi-lang-yaml="`step`" pulumi-lang-java="`step`">`step`</span>: how long each drained node stays in maintenance before it is restored, as a Go duration (<span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>). Default 0. Updated in place.
         :param pulumi.Input[_builtins.int] max_failures: With <span pulumi-lang-nodejs="`onFailure " pulumi-lang-dotnet="`OnFailure " pulumi-lang-go="`onFailure " pulumi-lang-python="`on_failure " pulumi-lang-yaml="`onFailure " pulumi-lang-java="`onFailure ">`on_failure </span>= "Continue"`: how many failed nodes are tolerated; one more halts the rollout. Default 0. Updated in place.
         :param pulumi.Input[_builtins.str] max_unavailable: How many nodes of the set may be out of service at once: a count (`"3"`) or a percentage of the set (`"30%"`, rounded down, at least 1). Nodes of the set that are cordoned or NotReady for another reason count too. The operator's own <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> and the control-plane guard still apply to each node. Updated in place, also while the rollout runs.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] node_names: The nodes to maintain, by name, in this order. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
         :param pulumi.Input[_builtins.str] node_selector: The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. An empty selector, which the API takes for every node, is refused here: name the label. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
+        :param pulumi.Input[Sequence[pulumi.Input['RolloutNotifyArgs']]] notifies: HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
         :param pulumi.Input[_builtins.str] on_failure: What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
         :param pulumi.Input[_builtins.bool] paused: Starts no new node while true; the nodes in progress finish. Created paused, the apply waits only until the node set is resolved (phase `Paused`). Updated in place: pausing waits for phase `Paused`, resuming waits for the rollout to finish, as a create does.
         :param pulumi.Input[_builtins.str] reason: Why the nodes are maintained, given to each node's NodeMaintenance (at most 1024 characters). Updated in place.
+        :param pulumi.Input[_builtins.str] recovery_gate: What a restored node waits for before its slot goes to the next node: `Workloads` (the default) waits until the node is Ready and every Deployment, ReplicaSet and StatefulSet that had pods evicted from it is fully available again; `NodeReady` waits only for the node to be Ready. Updated in place.
+        :param pulumi.Input[_builtins.str] recovery_timeout: Bounds the recovery wait of one node, from its restore, as a Go duration (default <span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>); past it the node fails, naming the workloads not recovered, and the rollout follows <span pulumi-lang-nodejs="`onFailure`" pulumi-lang-dotnet="`OnFailure`" pulumi-lang-go="`onFailure`" pulumi-lang-python="`on_failure`" pulumi-lang-yaml="`onFailure`" pulumi-lang-java="`onFailure`">`on_failure`</span>. Updated in place.
         :param pulumi.Input[_builtins.str] soak_for: How long each node must be restored and Ready before its slot goes to the next node, as a Go duration (<span pulumi-lang-nodejs="`5m`" pulumi-lang-dotnet="`5m`" pulumi-lang-go="`5m`" pulumi-lang-python="`5m`" pulumi-lang-yaml="`5m`" pulumi-lang-java="`5m`">`5m`</span>). Default 0. Updated in place.
         :param pulumi.Input['RolloutStepArgs'] step: A Job run on each node while it is drained; the node's step succeeds when the Job completes and fails when it fails or exceeds <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span>. The operator sets the Job pod's `nodeName` to the node and adds tolerations of the maintenance taints. Without it each node is held for <span pulumi-lang-nodejs="`holdFor`" pulumi-lang-dotnet="`HoldFor`" pulumi-lang-go="`holdFor`" pulumi-lang-python="`hold_for`" pulumi-lang-yaml="`holdFor`" pulumi-lang-java="`holdFor`">`hold_for`</span> and restored. Changing it replaces the resource.
+        :param pulumi.Input[_builtins.bool] wait_for_completion: Whether create and update wait until the rollout ends (<span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span>, the default), or return once the operator accepted it and resolved its node set (<span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span>), so that a pipeline does not hold a runner for a window hours away; the <span pulumi-lang-nodejs="`nodemaintenance.Rollout`" pulumi-lang-dotnet="`nodemaintenance.Rollout`" pulumi-lang-go="`Rollout`" pulumi-lang-python="`Rollout`" pulumi-lang-yaml="`nodemaintenance.Rollout`" pulumi-lang-java="`nodemaintenance.Rollout`">`nodemaintenance.Rollout`</span> data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster.
+        :param pulumi.Input['RolloutWindowArgs'] window: When nodes may start: a node starts only inside the window, and a node in progress finishes. <span pulumi-lang-nodejs="`nextWindowStart`" pulumi-lang-dotnet="`NextWindowStart`" pulumi-lang-go="`nextWindowStart`" pulumi-lang-python="`next_window_start`" pulumi-lang-yaml="`nextWindowStart`" pulumi-lang-java="`nextWindowStart`">`next_window_start`</span> says when a closed window opens. Updated in place.
         """
         pulumi.set(__self__, "name", name)
         if drain is not None:
             pulumi.set(__self__, "drain", drain)
+        if gates is not None:
+            pulumi.set(__self__, "gates", gates)
         if hold_for is not None:
             pulumi.set(__self__, "hold_for", hold_for)
         if max_failures is not None:
@@ -63,18 +77,28 @@ class RolloutArgs:
             pulumi.set(__self__, "node_names", node_names)
         if node_selector is not None:
             pulumi.set(__self__, "node_selector", node_selector)
+        if notifies is not None:
+            pulumi.set(__self__, "notifies", notifies)
         if on_failure is not None:
             pulumi.set(__self__, "on_failure", on_failure)
         if paused is not None:
             pulumi.set(__self__, "paused", paused)
         if reason is not None:
             pulumi.set(__self__, "reason", reason)
+        if recovery_gate is not None:
+            pulumi.set(__self__, "recovery_gate", recovery_gate)
+        if recovery_timeout is not None:
+            pulumi.set(__self__, "recovery_timeout", recovery_timeout)
         if soak_for is not None:
             pulumi.set(__self__, "soak_for", soak_for)
         if step is not None:
             pulumi.set(__self__, "step", step)
         if timeouts is not None:
             pulumi.set(__self__, "timeouts", timeouts)
+        if wait_for_completion is not None:
+            pulumi.set(__self__, "wait_for_completion", wait_for_completion)
+        if window is not None:
+            pulumi.set(__self__, "window", window)
 
     @_builtins.property
     @pulumi.getter
@@ -99,6 +123,18 @@ class RolloutArgs:
     @drain.setter
     def drain(self, value: pulumi.Input[Optional['RolloutDrainArgs']]):
         pulumi.set(self, "drain", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def gates(self) -> pulumi.Input[Optional['RolloutGatesArgs']]:
+        """
+        Checks outside the rollout that hold the next node while they are closed; the nodes in progress finish. Updated in place.
+        """
+        return pulumi.get(self, "gates")
+
+    @gates.setter
+    def gates(self, value: pulumi.Input[Optional['RolloutGatesArgs']]):
+        pulumi.set(self, "gates", value)
 
     @_builtins.property
     @pulumi.getter(name="holdFor")
@@ -161,6 +197,18 @@ class RolloutArgs:
         pulumi.set(self, "node_selector", value)
 
     @_builtins.property
+    @pulumi.getter
+    def notifies(self) -> pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]]:
+        """
+        HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
+        """
+        return pulumi.get(self, "notifies")
+
+    @notifies.setter
+    def notifies(self, value: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]]):
+        pulumi.set(self, "notifies", value)
+
+    @_builtins.property
     @pulumi.getter(name="onFailure")
     def on_failure(self) -> pulumi.Input[Optional[_builtins.str]]:
         """
@@ -197,6 +245,30 @@ class RolloutArgs:
         pulumi.set(self, "reason", value)
 
     @_builtins.property
+    @pulumi.getter(name="recoveryGate")
+    def recovery_gate(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        What a restored node waits for before its slot goes to the next node: `Workloads` (the default) waits until the node is Ready and every Deployment, ReplicaSet and StatefulSet that had pods evicted from it is fully available again; `NodeReady` waits only for the node to be Ready. Updated in place.
+        """
+        return pulumi.get(self, "recovery_gate")
+
+    @recovery_gate.setter
+    def recovery_gate(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "recovery_gate", value)
+
+    @_builtins.property
+    @pulumi.getter(name="recoveryTimeout")
+    def recovery_timeout(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Bounds the recovery wait of one node, from its restore, as a Go duration (default <span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>); past it the node fails, naming the workloads not recovered, and the rollout follows <span pulumi-lang-nodejs="`onFailure`" pulumi-lang-dotnet="`OnFailure`" pulumi-lang-go="`onFailure`" pulumi-lang-python="`on_failure`" pulumi-lang-yaml="`onFailure`" pulumi-lang-java="`onFailure`">`on_failure`</span>. Updated in place.
+        """
+        return pulumi.get(self, "recovery_timeout")
+
+    @recovery_timeout.setter
+    def recovery_timeout(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "recovery_timeout", value)
+
+    @_builtins.property
     @pulumi.getter(name="soakFor")
     def soak_for(self) -> pulumi.Input[Optional[_builtins.str]]:
         """
@@ -229,59 +301,103 @@ class RolloutArgs:
     def timeouts(self, value: pulumi.Input[Optional['RolloutTimeoutsArgs']]):
         pulumi.set(self, "timeouts", value)
 
+    @_builtins.property
+    @pulumi.getter(name="waitForCompletion")
+    def wait_for_completion(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Whether create and update wait until the rollout ends (<span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span>, the default), or return once the operator accepted it and resolved its node set (<span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span>), so that a pipeline does not hold a runner for a window hours away; the <span pulumi-lang-nodejs="`nodemaintenance.Rollout`" pulumi-lang-dotnet="`nodemaintenance.Rollout`" pulumi-lang-go="`Rollout`" pulumi-lang-python="`Rollout`" pulumi-lang-yaml="`nodemaintenance.Rollout`" pulumi-lang-java="`nodemaintenance.Rollout`">`nodemaintenance.Rollout`</span> data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster.
+        """
+        return pulumi.get(self, "wait_for_completion")
+
+    @wait_for_completion.setter
+    def wait_for_completion(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "wait_for_completion", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def window(self) -> pulumi.Input[Optional['RolloutWindowArgs']]:
+        """
+        When nodes may start: a node starts only inside the window, and a node in progress finishes. <span pulumi-lang-nodejs="`nextWindowStart`" pulumi-lang-dotnet="`NextWindowStart`" pulumi-lang-go="`nextWindowStart`" pulumi-lang-python="`next_window_start`" pulumi-lang-yaml="`nextWindowStart`" pulumi-lang-java="`nextWindowStart`">`next_window_start`</span> says when a closed window opens. Updated in place.
+        """
+        return pulumi.get(self, "window")
+
+    @window.setter
+    def window(self, value: pulumi.Input[Optional['RolloutWindowArgs']]):
+        pulumi.set(self, "window", value)
+
 
 @pulumi.input_type
 class _RolloutState:
     def __init__(__self__, *,
+                 blockers: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  done: pulumi.Input[Optional[_builtins.int]] = None,
                  drain: pulumi.Input[Optional['RolloutDrainArgs']] = None,
                  failed: pulumi.Input[Optional[_builtins.int]] = None,
+                 gates: pulumi.Input[Optional['RolloutGatesArgs']] = None,
                  hold_for: pulumi.Input[Optional[_builtins.str]] = None,
                  in_progress: pulumi.Input[Optional[_builtins.int]] = None,
                  max_failures: pulumi.Input[Optional[_builtins.int]] = None,
                  max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
                  message: pulumi.Input[Optional[_builtins.str]] = None,
                  name: pulumi.Input[Optional[_builtins.str]] = None,
+                 next_window_start: pulumi.Input[Optional[_builtins.str]] = None,
                  node_names: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  node_selector: pulumi.Input[Optional[_builtins.str]] = None,
                  nodes: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNodeArgs']]]] = None,
+                 notifies: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]] = None,
                  on_failure: pulumi.Input[Optional[_builtins.str]] = None,
                  paused: pulumi.Input[Optional[_builtins.bool]] = None,
                  phase: pulumi.Input[Optional[_builtins.str]] = None,
                  reason: pulumi.Input[Optional[_builtins.str]] = None,
+                 recovery_gate: pulumi.Input[Optional[_builtins.str]] = None,
+                 recovery_timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  soak_for: pulumi.Input[Optional[_builtins.str]] = None,
                  step: pulumi.Input[Optional['RolloutStepArgs']] = None,
                  timeouts: pulumi.Input[Optional['RolloutTimeoutsArgs']] = None,
-                 total: pulumi.Input[Optional[_builtins.int]] = None):
+                 total: pulumi.Input[Optional[_builtins.int]] = None,
+                 wait_for_completion: pulumi.Input[Optional[_builtins.bool]] = None,
+                 window: pulumi.Input[Optional['RolloutWindowArgs']] = None):
         """
         Input properties used for looking up and filtering Rollout resources.
 
+        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] blockers: What holds the next node, a sentence each: a closed gate, the window, workloads not yet recovered, someone else's NodeMaintenance; empty when nothing does.
         :param pulumi.Input[_builtins.int] done: Nodes `Done`: maintained, restored and soaked.
         :param pulumi.Input['RolloutDrainArgs'] drain: How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
         :param pulumi.Input[_builtins.int] failed: Nodes `Failed`.
+        :param pulumi.Input['RolloutGatesArgs'] gates: Checks outside the rollout that hold the next node while they are closed; the nodes in progress finish. Updated in place.
         :param pulumi.Input[_builtins.str] hold_for: Without a <span pulumi-lang-nodejs="`step`" pulumi-lang-dotnet="`Step`" pulumi-lang-go="`step`" pulumi-lang-python="`step`" pulumi-lang-yaml="`step`" pulumi-lang-java="`step`">`step`</span>: how long each drained node stays in maintenance before it is restored, as a Go duration (<span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>). Default 0. Updated in place.
         :param pulumi.Input[_builtins.int] in_progress: Nodes between `Draining` and `Soaking`.
         :param pulumi.Input[_builtins.int] max_failures: With <span pulumi-lang-nodejs="`onFailure " pulumi-lang-dotnet="`OnFailure " pulumi-lang-go="`onFailure " pulumi-lang-python="`on_failure " pulumi-lang-yaml="`onFailure " pulumi-lang-java="`onFailure ">`on_failure </span>= "Continue"`: how many failed nodes are tolerated; one more halts the rollout. Default 0. Updated in place.
         :param pulumi.Input[_builtins.str] max_unavailable: How many nodes of the set may be out of service at once: a count (`"3"`) or a percentage of the set (`"30%"`, rounded down, at least 1). Nodes of the set that are cordoned or NotReady for another reason count too. The operator's own <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> and the control-plane guard still apply to each node. Updated in place, also while the rollout runs.
         :param pulumi.Input[_builtins.str] message: What the rollout does, or why it halted, in a sentence.
         :param pulumi.Input[_builtins.str] name: Name of the `NodeMaintenanceRollout` object (a DNS-1123 subdomain); its NodeMaintenances and step Jobs are labelled `nodemaintenance.io/rollout=<name>`. Changing it replaces the resource.
+        :param pulumi.Input[_builtins.str] next_window_start: While <span pulumi-lang-nodejs="`window`" pulumi-lang-dotnet="`Window`" pulumi-lang-go="`window`" pulumi-lang-python="`window`" pulumi-lang-yaml="`window`" pulumi-lang-java="`window`">`window`</span> is closed, when it opens next (RFC 3339); empty otherwise.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] node_names: The nodes to maintain, by name, in this order. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
         :param pulumi.Input[_builtins.str] node_selector: The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. An empty selector, which the API takes for every node, is refused here: name the label. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
-        :param pulumi.Input[Sequence[pulumi.Input['RolloutNodeArgs']]] nodes: A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
+        :param pulumi.Input[Sequence[pulumi.Input['RolloutNodeArgs']]] nodes: A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Recovering`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> (the Deployments, ReplicaSets and StatefulSets its drain was to evict pods of (`Kind namespace/name`), recorded when it started: the recovery gate waits for them), <span pulumi-lang-nodejs="`waitingForWorkloads`" pulumi-lang-dotnet="`WaitingForWorkloads`" pulumi-lang-go="`waitingForWorkloads`" pulumi-lang-python="`waiting_for_workloads`" pulumi-lang-yaml="`waitingForWorkloads`" pulumi-lang-java="`waitingForWorkloads`">`waiting_for_workloads`</span> (those of <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> not yet fully available again, each with its availability), <span pulumi-lang-nodejs="`recoveredAt`" pulumi-lang-dotnet="`RecoveredAt`" pulumi-lang-go="`recoveredAt`" pulumi-lang-python="`recovered_at`" pulumi-lang-yaml="`recoveredAt`" pulumi-lang-java="`recoveredAt`">`recovered_at`</span> (when it and its workloads had recovered; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
+        :param pulumi.Input[Sequence[pulumi.Input['RolloutNotifyArgs']]] notifies: HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
         :param pulumi.Input[_builtins.str] on_failure: What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
         :param pulumi.Input[_builtins.bool] paused: Starts no new node while true; the nodes in progress finish. Created paused, the apply waits only until the node set is resolved (phase `Paused`). Updated in place: pausing waits for phase `Paused`, resuming waits for the rollout to finish, as a create does.
         :param pulumi.Input[_builtins.str] phase: Progress of the rollout: `Pending` (the node set is not resolved yet), `Progressing`, `Paused` (<span pulumi-lang-nodejs="`paused`" pulumi-lang-dotnet="`Paused`" pulumi-lang-go="`paused`" pulumi-lang-python="`paused`" pulumi-lang-yaml="`paused`" pulumi-lang-java="`paused`">`paused`</span> is set; no new node starts), `Halted` (a node failed; <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and the failed rows of <span pulumi-lang-nodejs="`nodes`" pulumi-lang-dotnet="`Nodes`" pulumi-lang-go="`nodes`" pulumi-lang-python="`nodes`" pulumi-lang-yaml="`nodes`" pulumi-lang-java="`nodes`">`nodes`</span> say why) or `Succeeded`.
         :param pulumi.Input[_builtins.str] reason: Why the nodes are maintained, given to each node's NodeMaintenance (at most 1024 characters). Updated in place.
+        :param pulumi.Input[_builtins.str] recovery_gate: What a restored node waits for before its slot goes to the next node: `Workloads` (the default) waits until the node is Ready and every Deployment, ReplicaSet and StatefulSet that had pods evicted from it is fully available again; `NodeReady` waits only for the node to be Ready. Updated in place.
+        :param pulumi.Input[_builtins.str] recovery_timeout: Bounds the recovery wait of one node, from its restore, as a Go duration (default <span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>); past it the node fails, naming the workloads not recovered, and the rollout follows <span pulumi-lang-nodejs="`onFailure`" pulumi-lang-dotnet="`OnFailure`" pulumi-lang-go="`onFailure`" pulumi-lang-python="`on_failure`" pulumi-lang-yaml="`onFailure`" pulumi-lang-java="`onFailure`">`on_failure`</span>. Updated in place.
         :param pulumi.Input[_builtins.str] soak_for: How long each node must be restored and Ready before its slot goes to the next node, as a Go duration (<span pulumi-lang-nodejs="`5m`" pulumi-lang-dotnet="`5m`" pulumi-lang-go="`5m`" pulumi-lang-python="`5m`" pulumi-lang-yaml="`5m`" pulumi-lang-java="`5m`">`5m`</span>). Default 0. Updated in place.
         :param pulumi.Input['RolloutStepArgs'] step: A Job run on each node while it is drained; the node's step succeeds when the Job completes and fails when it fails or exceeds <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span>. The operator sets the Job pod's `nodeName` to the node and adds tolerations of the maintenance taints. Without it each node is held for <span pulumi-lang-nodejs="`holdFor`" pulumi-lang-dotnet="`HoldFor`" pulumi-lang-go="`holdFor`" pulumi-lang-python="`hold_for`" pulumi-lang-yaml="`holdFor`" pulumi-lang-java="`holdFor`">`hold_for`</span> and restored. Changing it replaces the resource.
         :param pulumi.Input[_builtins.int] total: Nodes in the set, resolved once when the rollout starts.
+        :param pulumi.Input[_builtins.bool] wait_for_completion: Whether create and update wait until the rollout ends (<span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span>, the default), or return once the operator accepted it and resolved its node set (<span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span>), so that a pipeline does not hold a runner for a window hours away; the <span pulumi-lang-nodejs="`nodemaintenance.Rollout`" pulumi-lang-dotnet="`nodemaintenance.Rollout`" pulumi-lang-go="`Rollout`" pulumi-lang-python="`Rollout`" pulumi-lang-yaml="`nodemaintenance.Rollout`" pulumi-lang-java="`nodemaintenance.Rollout`">`nodemaintenance.Rollout`</span> data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster.
+        :param pulumi.Input['RolloutWindowArgs'] window: When nodes may start: a node starts only inside the window, and a node in progress finishes. <span pulumi-lang-nodejs="`nextWindowStart`" pulumi-lang-dotnet="`NextWindowStart`" pulumi-lang-go="`nextWindowStart`" pulumi-lang-python="`next_window_start`" pulumi-lang-yaml="`nextWindowStart`" pulumi-lang-java="`nextWindowStart`">`next_window_start`</span> says when a closed window opens. Updated in place.
         """
+        if blockers is not None:
+            pulumi.set(__self__, "blockers", blockers)
         if done is not None:
             pulumi.set(__self__, "done", done)
         if drain is not None:
             pulumi.set(__self__, "drain", drain)
         if failed is not None:
             pulumi.set(__self__, "failed", failed)
+        if gates is not None:
+            pulumi.set(__self__, "gates", gates)
         if hold_for is not None:
             pulumi.set(__self__, "hold_for", hold_for)
         if in_progress is not None:
@@ -294,12 +410,16 @@ class _RolloutState:
             pulumi.set(__self__, "message", message)
         if name is not None:
             pulumi.set(__self__, "name", name)
+        if next_window_start is not None:
+            pulumi.set(__self__, "next_window_start", next_window_start)
         if node_names is not None:
             pulumi.set(__self__, "node_names", node_names)
         if node_selector is not None:
             pulumi.set(__self__, "node_selector", node_selector)
         if nodes is not None:
             pulumi.set(__self__, "nodes", nodes)
+        if notifies is not None:
+            pulumi.set(__self__, "notifies", notifies)
         if on_failure is not None:
             pulumi.set(__self__, "on_failure", on_failure)
         if paused is not None:
@@ -308,6 +428,10 @@ class _RolloutState:
             pulumi.set(__self__, "phase", phase)
         if reason is not None:
             pulumi.set(__self__, "reason", reason)
+        if recovery_gate is not None:
+            pulumi.set(__self__, "recovery_gate", recovery_gate)
+        if recovery_timeout is not None:
+            pulumi.set(__self__, "recovery_timeout", recovery_timeout)
         if soak_for is not None:
             pulumi.set(__self__, "soak_for", soak_for)
         if step is not None:
@@ -316,6 +440,22 @@ class _RolloutState:
             pulumi.set(__self__, "timeouts", timeouts)
         if total is not None:
             pulumi.set(__self__, "total", total)
+        if wait_for_completion is not None:
+            pulumi.set(__self__, "wait_for_completion", wait_for_completion)
+        if window is not None:
+            pulumi.set(__self__, "window", window)
+
+    @_builtins.property
+    @pulumi.getter
+    def blockers(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
+        """
+        What holds the next node, a sentence each: a closed gate, the window, workloads not yet recovered, someone else's NodeMaintenance; empty when nothing does.
+        """
+        return pulumi.get(self, "blockers")
+
+    @blockers.setter
+    def blockers(self, value: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]):
+        pulumi.set(self, "blockers", value)
 
     @_builtins.property
     @pulumi.getter
@@ -352,6 +492,18 @@ class _RolloutState:
     @failed.setter
     def failed(self, value: pulumi.Input[Optional[_builtins.int]]):
         pulumi.set(self, "failed", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def gates(self) -> pulumi.Input[Optional['RolloutGatesArgs']]:
+        """
+        Checks outside the rollout that hold the next node while they are closed; the nodes in progress finish. Updated in place.
+        """
+        return pulumi.get(self, "gates")
+
+    @gates.setter
+    def gates(self, value: pulumi.Input[Optional['RolloutGatesArgs']]):
+        pulumi.set(self, "gates", value)
 
     @_builtins.property
     @pulumi.getter(name="holdFor")
@@ -426,6 +578,18 @@ class _RolloutState:
         pulumi.set(self, "name", value)
 
     @_builtins.property
+    @pulumi.getter(name="nextWindowStart")
+    def next_window_start(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        While <span pulumi-lang-nodejs="`window`" pulumi-lang-dotnet="`Window`" pulumi-lang-go="`window`" pulumi-lang-python="`window`" pulumi-lang-yaml="`window`" pulumi-lang-java="`window`">`window`</span> is closed, when it opens next (RFC 3339); empty otherwise.
+        """
+        return pulumi.get(self, "next_window_start")
+
+    @next_window_start.setter
+    def next_window_start(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "next_window_start", value)
+
+    @_builtins.property
     @pulumi.getter(name="nodeNames")
     def node_names(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
         """
@@ -453,13 +617,25 @@ class _RolloutState:
     @pulumi.getter
     def nodes(self) -> pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNodeArgs']]]]:
         """
-        A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
+        A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Recovering`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> (the Deployments, ReplicaSets and StatefulSets its drain was to evict pods of (`Kind namespace/name`), recorded when it started: the recovery gate waits for them), <span pulumi-lang-nodejs="`waitingForWorkloads`" pulumi-lang-dotnet="`WaitingForWorkloads`" pulumi-lang-go="`waitingForWorkloads`" pulumi-lang-python="`waiting_for_workloads`" pulumi-lang-yaml="`waitingForWorkloads`" pulumi-lang-java="`waitingForWorkloads`">`waiting_for_workloads`</span> (those of <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> not yet fully available again, each with its availability), <span pulumi-lang-nodejs="`recoveredAt`" pulumi-lang-dotnet="`RecoveredAt`" pulumi-lang-go="`recoveredAt`" pulumi-lang-python="`recovered_at`" pulumi-lang-yaml="`recoveredAt`" pulumi-lang-java="`recoveredAt`">`recovered_at`</span> (when it and its workloads had recovered; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
         """
         return pulumi.get(self, "nodes")
 
     @nodes.setter
     def nodes(self, value: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNodeArgs']]]]):
         pulumi.set(self, "nodes", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def notifies(self) -> pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]]:
+        """
+        HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
+        """
+        return pulumi.get(self, "notifies")
+
+    @notifies.setter
+    def notifies(self, value: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]]):
+        pulumi.set(self, "notifies", value)
 
     @_builtins.property
     @pulumi.getter(name="onFailure")
@@ -510,6 +686,30 @@ class _RolloutState:
         pulumi.set(self, "reason", value)
 
     @_builtins.property
+    @pulumi.getter(name="recoveryGate")
+    def recovery_gate(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        What a restored node waits for before its slot goes to the next node: `Workloads` (the default) waits until the node is Ready and every Deployment, ReplicaSet and StatefulSet that had pods evicted from it is fully available again; `NodeReady` waits only for the node to be Ready. Updated in place.
+        """
+        return pulumi.get(self, "recovery_gate")
+
+    @recovery_gate.setter
+    def recovery_gate(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "recovery_gate", value)
+
+    @_builtins.property
+    @pulumi.getter(name="recoveryTimeout")
+    def recovery_timeout(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Bounds the recovery wait of one node, from its restore, as a Go duration (default <span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>); past it the node fails, naming the workloads not recovered, and the rollout follows <span pulumi-lang-nodejs="`onFailure`" pulumi-lang-dotnet="`OnFailure`" pulumi-lang-go="`onFailure`" pulumi-lang-python="`on_failure`" pulumi-lang-yaml="`onFailure`" pulumi-lang-java="`onFailure`">`on_failure`</span>. Updated in place.
+        """
+        return pulumi.get(self, "recovery_timeout")
+
+    @recovery_timeout.setter
+    def recovery_timeout(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "recovery_timeout", value)
+
+    @_builtins.property
     @pulumi.getter(name="soakFor")
     def soak_for(self) -> pulumi.Input[Optional[_builtins.str]]:
         """
@@ -554,6 +754,30 @@ class _RolloutState:
     def total(self, value: pulumi.Input[Optional[_builtins.int]]):
         pulumi.set(self, "total", value)
 
+    @_builtins.property
+    @pulumi.getter(name="waitForCompletion")
+    def wait_for_completion(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Whether create and update wait until the rollout ends (<span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span>, the default), or return once the operator accepted it and resolved its node set (<span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span>), so that a pipeline does not hold a runner for a window hours away; the <span pulumi-lang-nodejs="`nodemaintenance.Rollout`" pulumi-lang-dotnet="`nodemaintenance.Rollout`" pulumi-lang-go="`Rollout`" pulumi-lang-python="`Rollout`" pulumi-lang-yaml="`nodemaintenance.Rollout`" pulumi-lang-java="`nodemaintenance.Rollout`">`nodemaintenance.Rollout`</span> data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster.
+        """
+        return pulumi.get(self, "wait_for_completion")
+
+    @wait_for_completion.setter
+    def wait_for_completion(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "wait_for_completion", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def window(self) -> pulumi.Input[Optional['RolloutWindowArgs']]:
+        """
+        When nodes may start: a node starts only inside the window, and a node in progress finishes. <span pulumi-lang-nodejs="`nextWindowStart`" pulumi-lang-dotnet="`NextWindowStart`" pulumi-lang-go="`nextWindowStart`" pulumi-lang-python="`next_window_start`" pulumi-lang-yaml="`nextWindowStart`" pulumi-lang-java="`nextWindowStart`">`next_window_start`</span> says when a closed window opens. Updated in place.
+        """
+        return pulumi.get(self, "window")
+
+    @window.setter
+    def window(self, value: pulumi.Input[Optional['RolloutWindowArgs']]):
+        pulumi.set(self, "window", value)
+
 
 @pulumi.type_token("nodemaintenance:index/rollout:Rollout")
 class Rollout(pulumi.CustomResource):
@@ -562,18 +786,24 @@ class Rollout(pulumi.CustomResource):
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
                  drain: pulumi.Input[Optional[Union['RolloutDrainArgs', 'RolloutDrainArgsDict', 'outputs.RolloutDrain']]] = None,
+                 gates: pulumi.Input[Optional[Union['RolloutGatesArgs', 'RolloutGatesArgsDict', 'outputs.RolloutGates']]] = None,
                  hold_for: pulumi.Input[Optional[_builtins.str]] = None,
                  max_failures: pulumi.Input[Optional[_builtins.int]] = None,
                  max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
                  name: pulumi.Input[Optional[_builtins.str]] = None,
                  node_names: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  node_selector: pulumi.Input[Optional[_builtins.str]] = None,
+                 notifies: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]]] = None,
                  on_failure: pulumi.Input[Optional[_builtins.str]] = None,
                  paused: pulumi.Input[Optional[_builtins.bool]] = None,
                  reason: pulumi.Input[Optional[_builtins.str]] = None,
+                 recovery_gate: pulumi.Input[Optional[_builtins.str]] = None,
+                 recovery_timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  soak_for: pulumi.Input[Optional[_builtins.str]] = None,
                  step: pulumi.Input[Optional[Union['RolloutStepArgs', 'RolloutStepArgsDict', 'outputs.RolloutStep']]] = None,
                  timeouts: pulumi.Input[Optional[Union['RolloutTimeoutsArgs', 'RolloutTimeoutsArgsDict', 'outputs.RolloutTimeouts']]] = None,
+                 wait_for_completion: pulumi.Input[Optional[_builtins.bool]] = None,
+                 window: pulumi.Input[Optional[Union['RolloutWindowArgs', 'RolloutWindowArgsDict', 'outputs.RolloutWindow']]] = None,
                  __props__=None):
         """
         Maintains every node of a set in waves: creates a `NodeMaintenanceRollout` (`nodemaintenance.io/v1alpha1`), through which the operator drains at most `max_unavailable` nodes at a time, runs the `step` Job on each drained node, restores it, lets it soak and moves on. Apply waits until the rollout `Succeeded` and logs a line whenever a node changes state (`TF_LOG_PROVIDER=INFO`); a `Halted` rollout is an error naming the failed nodes, and the resource is kept tainted so that destroy restores them. The plan shows the node set, the waves and what would block each node's drain. Destroy deletes the rollout and waits until every node it holds is restored. See the guide "Patch a node pool".
@@ -583,17 +813,23 @@ class Rollout(pulumi.CustomResource):
         :param str resource_name: The name of the resource.
         :param pulumi.ResourceOptions opts: Options for the resource.
         :param pulumi.Input[Union['RolloutDrainArgs', 'RolloutDrainArgsDict', 'outputs.RolloutDrain']] drain: How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
+        :param pulumi.Input[Union['RolloutGatesArgs', 'RolloutGatesArgsDict', 'outputs.RolloutGates']] gates: Checks outside the rollout that hold the next node while they are closed; the nodes in progress finish. Updated in place.
         :param pulumi.Input[_builtins.str] hold_for: Without a <span pulumi-lang-nodejs="`step`" pulumi-lang-dotnet="`Step`" pulumi-lang-go="`step`" pulumi-lang-python="`step`" pulumi-lang-yaml="`step`" pulumi-lang-java="`step`">`step`</span>: how long each drained node stays in maintenance before it is restored, as a Go duration (<span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>). Default 0. Updated in place.
         :param pulumi.Input[_builtins.int] max_failures: With <span pulumi-lang-nodejs="`onFailure " pulumi-lang-dotnet="`OnFailure " pulumi-lang-go="`onFailure " pulumi-lang-python="`on_failure " pulumi-lang-yaml="`onFailure " pulumi-lang-java="`onFailure ">`on_failure </span>= "Continue"`: how many failed nodes are tolerated; one more halts the rollout. Default 0. Updated in place.
         :param pulumi.Input[_builtins.str] max_unavailable: How many nodes of the set may be out of service at once: a count (`"3"`) or a percentage of the set (`"30%"`, rounded down, at least 1). Nodes of the set that are cordoned or NotReady for another reason count too. The operator's own <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> and the control-plane guard still apply to each node. Updated in place, also while the rollout runs.
         :param pulumi.Input[_builtins.str] name: Name of the `NodeMaintenanceRollout` object (a DNS-1123 subdomain); its NodeMaintenances and step Jobs are labelled `nodemaintenance.io/rollout=<name>`. Changing it replaces the resource.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] node_names: The nodes to maintain, by name, in this order. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
         :param pulumi.Input[_builtins.str] node_selector: The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. An empty selector, which the API takes for every node, is refused here: name the label. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
+        :param pulumi.Input[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]] notifies: HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
         :param pulumi.Input[_builtins.str] on_failure: What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
         :param pulumi.Input[_builtins.bool] paused: Starts no new node while true; the nodes in progress finish. Created paused, the apply waits only until the node set is resolved (phase `Paused`). Updated in place: pausing waits for phase `Paused`, resuming waits for the rollout to finish, as a create does.
         :param pulumi.Input[_builtins.str] reason: Why the nodes are maintained, given to each node's NodeMaintenance (at most 1024 characters). Updated in place.
+        :param pulumi.Input[_builtins.str] recovery_gate: What a restored node waits for before its slot goes to the next node: `Workloads` (the default) waits until the node is Ready and every Deployment, ReplicaSet and StatefulSet that had pods evicted from it is fully available again; `NodeReady` waits only for the node to be Ready. Updated in place.
+        :param pulumi.Input[_builtins.str] recovery_timeout: Bounds the recovery wait of one node, from its restore, as a Go duration (default <span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>); past it the node fails, naming the workloads not recovered, and the rollout follows <span pulumi-lang-nodejs="`onFailure`" pulumi-lang-dotnet="`OnFailure`" pulumi-lang-go="`onFailure`" pulumi-lang-python="`on_failure`" pulumi-lang-yaml="`onFailure`" pulumi-lang-java="`onFailure`">`on_failure`</span>. Updated in place.
         :param pulumi.Input[_builtins.str] soak_for: How long each node must be restored and Ready before its slot goes to the next node, as a Go duration (<span pulumi-lang-nodejs="`5m`" pulumi-lang-dotnet="`5m`" pulumi-lang-go="`5m`" pulumi-lang-python="`5m`" pulumi-lang-yaml="`5m`" pulumi-lang-java="`5m`">`5m`</span>). Default 0. Updated in place.
         :param pulumi.Input[Union['RolloutStepArgs', 'RolloutStepArgsDict', 'outputs.RolloutStep']] step: A Job run on each node while it is drained; the node's step succeeds when the Job completes and fails when it fails or exceeds <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span>. The operator sets the Job pod's `nodeName` to the node and adds tolerations of the maintenance taints. Without it each node is held for <span pulumi-lang-nodejs="`holdFor`" pulumi-lang-dotnet="`HoldFor`" pulumi-lang-go="`holdFor`" pulumi-lang-python="`hold_for`" pulumi-lang-yaml="`holdFor`" pulumi-lang-java="`holdFor`">`hold_for`</span> and restored. Changing it replaces the resource.
+        :param pulumi.Input[_builtins.bool] wait_for_completion: Whether create and update wait until the rollout ends (<span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span>, the default), or return once the operator accepted it and resolved its node set (<span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span>), so that a pipeline does not hold a runner for a window hours away; the <span pulumi-lang-nodejs="`nodemaintenance.Rollout`" pulumi-lang-dotnet="`nodemaintenance.Rollout`" pulumi-lang-go="`Rollout`" pulumi-lang-python="`Rollout`" pulumi-lang-yaml="`nodemaintenance.Rollout`" pulumi-lang-java="`nodemaintenance.Rollout`">`nodemaintenance.Rollout`</span> data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster.
+        :param pulumi.Input[Union['RolloutWindowArgs', 'RolloutWindowArgsDict', 'outputs.RolloutWindow']] window: When nodes may start: a node starts only inside the window, and a node in progress finishes. <span pulumi-lang-nodejs="`nextWindowStart`" pulumi-lang-dotnet="`NextWindowStart`" pulumi-lang-go="`nextWindowStart`" pulumi-lang-python="`next_window_start`" pulumi-lang-yaml="`nextWindowStart`" pulumi-lang-java="`nextWindowStart`">`next_window_start`</span> says when a closed window opens. Updated in place.
         """
         ...
     @overload
@@ -622,18 +858,24 @@ class Rollout(pulumi.CustomResource):
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
                  drain: pulumi.Input[Optional[Union['RolloutDrainArgs', 'RolloutDrainArgsDict', 'outputs.RolloutDrain']]] = None,
+                 gates: pulumi.Input[Optional[Union['RolloutGatesArgs', 'RolloutGatesArgsDict', 'outputs.RolloutGates']]] = None,
                  hold_for: pulumi.Input[Optional[_builtins.str]] = None,
                  max_failures: pulumi.Input[Optional[_builtins.int]] = None,
                  max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
                  name: pulumi.Input[Optional[_builtins.str]] = None,
                  node_names: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  node_selector: pulumi.Input[Optional[_builtins.str]] = None,
+                 notifies: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]]] = None,
                  on_failure: pulumi.Input[Optional[_builtins.str]] = None,
                  paused: pulumi.Input[Optional[_builtins.bool]] = None,
                  reason: pulumi.Input[Optional[_builtins.str]] = None,
+                 recovery_gate: pulumi.Input[Optional[_builtins.str]] = None,
+                 recovery_timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  soak_for: pulumi.Input[Optional[_builtins.str]] = None,
                  step: pulumi.Input[Optional[Union['RolloutStepArgs', 'RolloutStepArgsDict', 'outputs.RolloutStep']]] = None,
                  timeouts: pulumi.Input[Optional[Union['RolloutTimeoutsArgs', 'RolloutTimeoutsArgsDict', 'outputs.RolloutTimeouts']]] = None,
+                 wait_for_completion: pulumi.Input[Optional[_builtins.bool]] = None,
+                 window: pulumi.Input[Optional[Union['RolloutWindowArgs', 'RolloutWindowArgsDict', 'outputs.RolloutWindow']]] = None,
                  __props__=None):
         opts = pulumi.ResourceOptions.merge(_utilities.get_resource_opts_defaults(), opts)
         if not isinstance(opts, pulumi.ResourceOptions):
@@ -644,6 +886,7 @@ class Rollout(pulumi.CustomResource):
             __props__ = RolloutArgs.__new__(RolloutArgs)
 
             __props__.__dict__["drain"] = drain
+            __props__.__dict__["gates"] = gates
             __props__.__dict__["hold_for"] = hold_for
             __props__.__dict__["max_failures"] = max_failures
             __props__.__dict__["max_unavailable"] = max_unavailable
@@ -652,16 +895,23 @@ class Rollout(pulumi.CustomResource):
             __props__.__dict__["name"] = name
             __props__.__dict__["node_names"] = node_names
             __props__.__dict__["node_selector"] = node_selector
+            __props__.__dict__["notifies"] = notifies
             __props__.__dict__["on_failure"] = on_failure
             __props__.__dict__["paused"] = paused
             __props__.__dict__["reason"] = reason
+            __props__.__dict__["recovery_gate"] = recovery_gate
+            __props__.__dict__["recovery_timeout"] = recovery_timeout
             __props__.__dict__["soak_for"] = soak_for
             __props__.__dict__["step"] = step
             __props__.__dict__["timeouts"] = timeouts
+            __props__.__dict__["wait_for_completion"] = wait_for_completion
+            __props__.__dict__["window"] = window
+            __props__.__dict__["blockers"] = None
             __props__.__dict__["done"] = None
             __props__.__dict__["failed"] = None
             __props__.__dict__["in_progress"] = None
             __props__.__dict__["message"] = None
+            __props__.__dict__["next_window_start"] = None
             __props__.__dict__["nodes"] = None
             __props__.__dict__["phase"] = None
             __props__.__dict__["total"] = None
@@ -675,26 +925,34 @@ class Rollout(pulumi.CustomResource):
     def get(resource_name: str,
             id: pulumi.Input[str],
             opts: Optional[pulumi.ResourceOptions] = None,
+            blockers: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
             done: pulumi.Input[Optional[_builtins.int]] = None,
             drain: pulumi.Input[Optional[Union['RolloutDrainArgs', 'RolloutDrainArgsDict', 'outputs.RolloutDrain']]] = None,
             failed: pulumi.Input[Optional[_builtins.int]] = None,
+            gates: pulumi.Input[Optional[Union['RolloutGatesArgs', 'RolloutGatesArgsDict', 'outputs.RolloutGates']]] = None,
             hold_for: pulumi.Input[Optional[_builtins.str]] = None,
             in_progress: pulumi.Input[Optional[_builtins.int]] = None,
             max_failures: pulumi.Input[Optional[_builtins.int]] = None,
             max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
             message: pulumi.Input[Optional[_builtins.str]] = None,
             name: pulumi.Input[Optional[_builtins.str]] = None,
+            next_window_start: pulumi.Input[Optional[_builtins.str]] = None,
             node_names: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
             node_selector: pulumi.Input[Optional[_builtins.str]] = None,
             nodes: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNodeArgs', 'RolloutNodeArgsDict', 'outputs.RolloutNode']]]]] = None,
+            notifies: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]]] = None,
             on_failure: pulumi.Input[Optional[_builtins.str]] = None,
             paused: pulumi.Input[Optional[_builtins.bool]] = None,
             phase: pulumi.Input[Optional[_builtins.str]] = None,
             reason: pulumi.Input[Optional[_builtins.str]] = None,
+            recovery_gate: pulumi.Input[Optional[_builtins.str]] = None,
+            recovery_timeout: pulumi.Input[Optional[_builtins.str]] = None,
             soak_for: pulumi.Input[Optional[_builtins.str]] = None,
             step: pulumi.Input[Optional[Union['RolloutStepArgs', 'RolloutStepArgsDict', 'outputs.RolloutStep']]] = None,
             timeouts: pulumi.Input[Optional[Union['RolloutTimeoutsArgs', 'RolloutTimeoutsArgsDict', 'outputs.RolloutTimeouts']]] = None,
-            total: pulumi.Input[Optional[_builtins.int]] = None) -> 'Rollout':
+            total: pulumi.Input[Optional[_builtins.int]] = None,
+            wait_for_completion: pulumi.Input[Optional[_builtins.bool]] = None,
+            window: pulumi.Input[Optional[Union['RolloutWindowArgs', 'RolloutWindowArgsDict', 'outputs.RolloutWindow']]] = None) -> 'Rollout':
         """
         Get an existing Rollout resource's state with the given name, id, and optional extra
         properties used to qualify the lookup.
@@ -702,97 +960,137 @@ class Rollout(pulumi.CustomResource):
         :param str resource_name: The unique name of the resulting resource.
         :param pulumi.Input[str] id: The unique provider ID of the resource to lookup.
         :param pulumi.ResourceOptions opts: Options for the resource.
+        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] blockers: What holds the next node, a sentence each: a closed gate, the window, workloads not yet recovered, someone else's NodeMaintenance; empty when nothing does.
         :param pulumi.Input[_builtins.int] done: Nodes `Done`: maintained, restored and soaked.
         :param pulumi.Input[Union['RolloutDrainArgs', 'RolloutDrainArgsDict', 'outputs.RolloutDrain']] drain: How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
         :param pulumi.Input[_builtins.int] failed: Nodes `Failed`.
+        :param pulumi.Input[Union['RolloutGatesArgs', 'RolloutGatesArgsDict', 'outputs.RolloutGates']] gates: Checks outside the rollout that hold the next node while they are closed; the nodes in progress finish. Updated in place.
         :param pulumi.Input[_builtins.str] hold_for: Without a <span pulumi-lang-nodejs="`step`" pulumi-lang-dotnet="`Step`" pulumi-lang-go="`step`" pulumi-lang-python="`step`" pulumi-lang-yaml="`step`" pulumi-lang-java="`step`">`step`</span>: how long each drained node stays in maintenance before it is restored, as a Go duration (<span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>). Default 0. Updated in place.
         :param pulumi.Input[_builtins.int] in_progress: Nodes between `Draining` and `Soaking`.
         :param pulumi.Input[_builtins.int] max_failures: With <span pulumi-lang-nodejs="`onFailure " pulumi-lang-dotnet="`OnFailure " pulumi-lang-go="`onFailure " pulumi-lang-python="`on_failure " pulumi-lang-yaml="`onFailure " pulumi-lang-java="`onFailure ">`on_failure </span>= "Continue"`: how many failed nodes are tolerated; one more halts the rollout. Default 0. Updated in place.
         :param pulumi.Input[_builtins.str] max_unavailable: How many nodes of the set may be out of service at once: a count (`"3"`) or a percentage of the set (`"30%"`, rounded down, at least 1). Nodes of the set that are cordoned or NotReady for another reason count too. The operator's own <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> and the control-plane guard still apply to each node. Updated in place, also while the rollout runs.
         :param pulumi.Input[_builtins.str] message: What the rollout does, or why it halted, in a sentence.
         :param pulumi.Input[_builtins.str] name: Name of the `NodeMaintenanceRollout` object (a DNS-1123 subdomain); its NodeMaintenances and step Jobs are labelled `nodemaintenance.io/rollout=<name>`. Changing it replaces the resource.
+        :param pulumi.Input[_builtins.str] next_window_start: While <span pulumi-lang-nodejs="`window`" pulumi-lang-dotnet="`Window`" pulumi-lang-go="`window`" pulumi-lang-python="`window`" pulumi-lang-yaml="`window`" pulumi-lang-java="`window`">`window`</span> is closed, when it opens next (RFC 3339); empty otherwise.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] node_names: The nodes to maintain, by name, in this order. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
         :param pulumi.Input[_builtins.str] node_selector: The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. An empty selector, which the API takes for every node, is refused here: name the label. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
-        :param pulumi.Input[Sequence[pulumi.Input[Union['RolloutNodeArgs', 'RolloutNodeArgsDict', 'outputs.RolloutNode']]]] nodes: A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
+        :param pulumi.Input[Sequence[pulumi.Input[Union['RolloutNodeArgs', 'RolloutNodeArgsDict', 'outputs.RolloutNode']]]] nodes: A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Recovering`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> (the Deployments, ReplicaSets and StatefulSets its drain was to evict pods of (`Kind namespace/name`), recorded when it started: the recovery gate waits for them), <span pulumi-lang-nodejs="`waitingForWorkloads`" pulumi-lang-dotnet="`WaitingForWorkloads`" pulumi-lang-go="`waitingForWorkloads`" pulumi-lang-python="`waiting_for_workloads`" pulumi-lang-yaml="`waitingForWorkloads`" pulumi-lang-java="`waitingForWorkloads`">`waiting_for_workloads`</span> (those of <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> not yet fully available again, each with its availability), <span pulumi-lang-nodejs="`recoveredAt`" pulumi-lang-dotnet="`RecoveredAt`" pulumi-lang-go="`recoveredAt`" pulumi-lang-python="`recovered_at`" pulumi-lang-yaml="`recoveredAt`" pulumi-lang-java="`recoveredAt`">`recovered_at`</span> (when it and its workloads had recovered; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
+        :param pulumi.Input[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]] notifies: HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
         :param pulumi.Input[_builtins.str] on_failure: What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
         :param pulumi.Input[_builtins.bool] paused: Starts no new node while true; the nodes in progress finish. Created paused, the apply waits only until the node set is resolved (phase `Paused`). Updated in place: pausing waits for phase `Paused`, resuming waits for the rollout to finish, as a create does.
         :param pulumi.Input[_builtins.str] phase: Progress of the rollout: `Pending` (the node set is not resolved yet), `Progressing`, `Paused` (<span pulumi-lang-nodejs="`paused`" pulumi-lang-dotnet="`Paused`" pulumi-lang-go="`paused`" pulumi-lang-python="`paused`" pulumi-lang-yaml="`paused`" pulumi-lang-java="`paused`">`paused`</span> is set; no new node starts), `Halted` (a node failed; <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and the failed rows of <span pulumi-lang-nodejs="`nodes`" pulumi-lang-dotnet="`Nodes`" pulumi-lang-go="`nodes`" pulumi-lang-python="`nodes`" pulumi-lang-yaml="`nodes`" pulumi-lang-java="`nodes`">`nodes`</span> say why) or `Succeeded`.
         :param pulumi.Input[_builtins.str] reason: Why the nodes are maintained, given to each node's NodeMaintenance (at most 1024 characters). Updated in place.
+        :param pulumi.Input[_builtins.str] recovery_gate: What a restored node waits for before its slot goes to the next node: `Workloads` (the default) waits until the node is Ready and every Deployment, ReplicaSet and StatefulSet that had pods evicted from it is fully available again; `NodeReady` waits only for the node to be Ready. Updated in place.
+        :param pulumi.Input[_builtins.str] recovery_timeout: Bounds the recovery wait of one node, from its restore, as a Go duration (default <span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>); past it the node fails, naming the workloads not recovered, and the rollout follows <span pulumi-lang-nodejs="`onFailure`" pulumi-lang-dotnet="`OnFailure`" pulumi-lang-go="`onFailure`" pulumi-lang-python="`on_failure`" pulumi-lang-yaml="`onFailure`" pulumi-lang-java="`onFailure`">`on_failure`</span>. Updated in place.
         :param pulumi.Input[_builtins.str] soak_for: How long each node must be restored and Ready before its slot goes to the next node, as a Go duration (<span pulumi-lang-nodejs="`5m`" pulumi-lang-dotnet="`5m`" pulumi-lang-go="`5m`" pulumi-lang-python="`5m`" pulumi-lang-yaml="`5m`" pulumi-lang-java="`5m`">`5m`</span>). Default 0. Updated in place.
         :param pulumi.Input[Union['RolloutStepArgs', 'RolloutStepArgsDict', 'outputs.RolloutStep']] step: A Job run on each node while it is drained; the node's step succeeds when the Job completes and fails when it fails or exceeds <span pulumi-lang-nodejs="`timeout`" pulumi-lang-dotnet="`Timeout`" pulumi-lang-go="`timeout`" pulumi-lang-python="`timeout`" pulumi-lang-yaml="`timeout`" pulumi-lang-java="`timeout`">`timeout`</span>. The operator sets the Job pod's `nodeName` to the node and adds tolerations of the maintenance taints. Without it each node is held for <span pulumi-lang-nodejs="`holdFor`" pulumi-lang-dotnet="`HoldFor`" pulumi-lang-go="`holdFor`" pulumi-lang-python="`hold_for`" pulumi-lang-yaml="`holdFor`" pulumi-lang-java="`holdFor`">`hold_for`</span> and restored. Changing it replaces the resource.
         :param pulumi.Input[_builtins.int] total: Nodes in the set, resolved once when the rollout starts.
+        :param pulumi.Input[_builtins.bool] wait_for_completion: Whether create and update wait until the rollout ends (<span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span>, the default), or return once the operator accepted it and resolved its node set (<span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span>), so that a pipeline does not hold a runner for a window hours away; the <span pulumi-lang-nodejs="`nodemaintenance.Rollout`" pulumi-lang-dotnet="`nodemaintenance.Rollout`" pulumi-lang-go="`Rollout`" pulumi-lang-python="`Rollout`" pulumi-lang-yaml="`nodemaintenance.Rollout`" pulumi-lang-java="`nodemaintenance.Rollout`">`nodemaintenance.Rollout`</span> data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster.
+        :param pulumi.Input[Union['RolloutWindowArgs', 'RolloutWindowArgsDict', 'outputs.RolloutWindow']] window: When nodes may start: a node starts only inside the window, and a node in progress finishes. <span pulumi-lang-nodejs="`nextWindowStart`" pulumi-lang-dotnet="`NextWindowStart`" pulumi-lang-go="`nextWindowStart`" pulumi-lang-python="`next_window_start`" pulumi-lang-yaml="`nextWindowStart`" pulumi-lang-java="`nextWindowStart`">`next_window_start`</span> says when a closed window opens. Updated in place.
         """
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(id=id))
 
         __props__ = _RolloutState.__new__(_RolloutState)
 
+        __props__.__dict__["blockers"] = blockers
         __props__.__dict__["done"] = done
         __props__.__dict__["drain"] = drain
         __props__.__dict__["failed"] = failed
+        __props__.__dict__["gates"] = gates
         __props__.__dict__["hold_for"] = hold_for
         __props__.__dict__["in_progress"] = in_progress
         __props__.__dict__["max_failures"] = max_failures
         __props__.__dict__["max_unavailable"] = max_unavailable
         __props__.__dict__["message"] = message
         __props__.__dict__["name"] = name
+        __props__.__dict__["next_window_start"] = next_window_start
         __props__.__dict__["node_names"] = node_names
         __props__.__dict__["node_selector"] = node_selector
         __props__.__dict__["nodes"] = nodes
+        __props__.__dict__["notifies"] = notifies
         __props__.__dict__["on_failure"] = on_failure
         __props__.__dict__["paused"] = paused
         __props__.__dict__["phase"] = phase
         __props__.__dict__["reason"] = reason
+        __props__.__dict__["recovery_gate"] = recovery_gate
+        __props__.__dict__["recovery_timeout"] = recovery_timeout
         __props__.__dict__["soak_for"] = soak_for
         __props__.__dict__["step"] = step
         __props__.__dict__["timeouts"] = timeouts
         __props__.__dict__["total"] = total
+        __props__.__dict__["wait_for_completion"] = wait_for_completion
+        __props__.__dict__["window"] = window
         return Rollout(resource_name, opts=opts, __props__=__props__)
 
     @staticmethod
     def exists(id: pulumi.Input[str],
             opts: Optional[pulumi.ResourceOptions] = None,
+            blockers: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
             done: pulumi.Input[Optional[_builtins.int]] = None,
             drain: pulumi.Input[Optional[Union['RolloutDrainArgs', 'RolloutDrainArgsDict', 'outputs.RolloutDrain']]] = None,
             failed: pulumi.Input[Optional[_builtins.int]] = None,
+            gates: pulumi.Input[Optional[Union['RolloutGatesArgs', 'RolloutGatesArgsDict', 'outputs.RolloutGates']]] = None,
             hold_for: pulumi.Input[Optional[_builtins.str]] = None,
             in_progress: pulumi.Input[Optional[_builtins.int]] = None,
             max_failures: pulumi.Input[Optional[_builtins.int]] = None,
             max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
             message: pulumi.Input[Optional[_builtins.str]] = None,
             name: pulumi.Input[Optional[_builtins.str]] = None,
+            next_window_start: pulumi.Input[Optional[_builtins.str]] = None,
             node_names: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
             node_selector: pulumi.Input[Optional[_builtins.str]] = None,
             nodes: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNodeArgs', 'RolloutNodeArgsDict', 'outputs.RolloutNode']]]]] = None,
+            notifies: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]]] = None,
             on_failure: pulumi.Input[Optional[_builtins.str]] = None,
             paused: pulumi.Input[Optional[_builtins.bool]] = None,
             phase: pulumi.Input[Optional[_builtins.str]] = None,
             reason: pulumi.Input[Optional[_builtins.str]] = None,
+            recovery_gate: pulumi.Input[Optional[_builtins.str]] = None,
+            recovery_timeout: pulumi.Input[Optional[_builtins.str]] = None,
             soak_for: pulumi.Input[Optional[_builtins.str]] = None,
             step: pulumi.Input[Optional[Union['RolloutStepArgs', 'RolloutStepArgsDict', 'outputs.RolloutStep']]] = None,
             timeouts: pulumi.Input[Optional[Union['RolloutTimeoutsArgs', 'RolloutTimeoutsArgsDict', 'outputs.RolloutTimeouts']]] = None,
-            total: pulumi.Input[Optional[_builtins.int]] = None) -> pulumi.Output[bool]:
+            total: pulumi.Input[Optional[_builtins.int]] = None,
+            wait_for_completion: pulumi.Input[Optional[_builtins.bool]] = None,
+            window: pulumi.Input[Optional[Union['RolloutWindowArgs', 'RolloutWindowArgsDict', 'outputs.RolloutWindow']]] = None) -> pulumi.Output[bool]:
         __props__: dict = {}
+        __props__["blockers"] = blockers
         __props__["done"] = done
         __props__["drain"] = drain
         __props__["failed"] = failed
+        __props__["gates"] = gates
         __props__["holdFor"] = hold_for
         __props__["inProgress"] = in_progress
         __props__["maxFailures"] = max_failures
         __props__["maxUnavailable"] = max_unavailable
         __props__["message"] = message
         __props__["name"] = name
+        __props__["nextWindowStart"] = next_window_start
         __props__["nodeNames"] = node_names
         __props__["nodeSelector"] = node_selector
         __props__["nodes"] = nodes
+        __props__["notifies"] = notifies
         __props__["onFailure"] = on_failure
         __props__["paused"] = paused
         __props__["phase"] = phase
         __props__["reason"] = reason
+        __props__["recoveryGate"] = recovery_gate
+        __props__["recoveryTimeout"] = recovery_timeout
         __props__["soakFor"] = soak_for
         __props__["step"] = step
         __props__["timeouts"] = timeouts
         __props__["total"] = total
+        __props__["waitForCompletion"] = wait_for_completion
+        __props__["window"] = window
         return pulumi.runtime.exists_resource(None, 'nodemaintenance:index/rollout:Rollout', id, __props__, opts or pulumi.ResourceOptions())
+
+    @_builtins.property
+    @pulumi.getter
+    def blockers(self) -> pulumi.Output[Sequence[_builtins.str]]:
+        """
+        What holds the next node, a sentence each: a closed gate, the window, workloads not yet recovered, someone else's NodeMaintenance; empty when nothing does.
+        """
+        return pulumi.get(self, "blockers")
 
     @_builtins.property
     @pulumi.getter
@@ -817,6 +1115,14 @@ class Rollout(pulumi.CustomResource):
         Nodes `Failed`.
         """
         return pulumi.get(self, "failed")
+
+    @_builtins.property
+    @pulumi.getter
+    def gates(self) -> pulumi.Output[Optional['outputs.RolloutGates']]:
+        """
+        Checks outside the rollout that hold the next node while they are closed; the nodes in progress finish. Updated in place.
+        """
+        return pulumi.get(self, "gates")
 
     @_builtins.property
     @pulumi.getter(name="holdFor")
@@ -867,6 +1173,14 @@ class Rollout(pulumi.CustomResource):
         return pulumi.get(self, "name")
 
     @_builtins.property
+    @pulumi.getter(name="nextWindowStart")
+    def next_window_start(self) -> pulumi.Output[_builtins.str]:
+        """
+        While <span pulumi-lang-nodejs="`window`" pulumi-lang-dotnet="`Window`" pulumi-lang-go="`window`" pulumi-lang-python="`window`" pulumi-lang-yaml="`window`" pulumi-lang-java="`window`">`window`</span> is closed, when it opens next (RFC 3339); empty otherwise.
+        """
+        return pulumi.get(self, "next_window_start")
+
+    @_builtins.property
     @pulumi.getter(name="nodeNames")
     def node_names(self) -> pulumi.Output[Optional[Sequence[_builtins.str]]]:
         """
@@ -886,9 +1200,17 @@ class Rollout(pulumi.CustomResource):
     @pulumi.getter
     def nodes(self) -> pulumi.Output[Sequence['outputs.RolloutNode']]:
         """
-        A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
+        A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Recovering`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> (the Deployments, ReplicaSets and StatefulSets its drain was to evict pods of (`Kind namespace/name`), recorded when it started: the recovery gate waits for them), <span pulumi-lang-nodejs="`waitingForWorkloads`" pulumi-lang-dotnet="`WaitingForWorkloads`" pulumi-lang-go="`waitingForWorkloads`" pulumi-lang-python="`waiting_for_workloads`" pulumi-lang-yaml="`waitingForWorkloads`" pulumi-lang-java="`waitingForWorkloads`">`waiting_for_workloads`</span> (those of <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> not yet fully available again, each with its availability), <span pulumi-lang-nodejs="`recoveredAt`" pulumi-lang-dotnet="`RecoveredAt`" pulumi-lang-go="`recoveredAt`" pulumi-lang-python="`recovered_at`" pulumi-lang-yaml="`recoveredAt`" pulumi-lang-java="`recoveredAt`">`recovered_at`</span> (when it and its workloads had recovered; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
         """
         return pulumi.get(self, "nodes")
+
+    @_builtins.property
+    @pulumi.getter
+    def notifies(self) -> pulumi.Output[Optional[Sequence['outputs.RolloutNotify']]]:
+        """
+        HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
+        """
+        return pulumi.get(self, "notifies")
 
     @_builtins.property
     @pulumi.getter(name="onFailure")
@@ -923,6 +1245,22 @@ class Rollout(pulumi.CustomResource):
         return pulumi.get(self, "reason")
 
     @_builtins.property
+    @pulumi.getter(name="recoveryGate")
+    def recovery_gate(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        What a restored node waits for before its slot goes to the next node: `Workloads` (the default) waits until the node is Ready and every Deployment, ReplicaSet and StatefulSet that had pods evicted from it is fully available again; `NodeReady` waits only for the node to be Ready. Updated in place.
+        """
+        return pulumi.get(self, "recovery_gate")
+
+    @_builtins.property
+    @pulumi.getter(name="recoveryTimeout")
+    def recovery_timeout(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        Bounds the recovery wait of one node, from its restore, as a Go duration (default <span pulumi-lang-nodejs="`10m`" pulumi-lang-dotnet="`10m`" pulumi-lang-go="`10m`" pulumi-lang-python="`10m`" pulumi-lang-yaml="`10m`" pulumi-lang-java="`10m`">`10m`</span>); past it the node fails, naming the workloads not recovered, and the rollout follows <span pulumi-lang-nodejs="`onFailure`" pulumi-lang-dotnet="`OnFailure`" pulumi-lang-go="`onFailure`" pulumi-lang-python="`on_failure`" pulumi-lang-yaml="`onFailure`" pulumi-lang-java="`onFailure`">`on_failure`</span>. Updated in place.
+        """
+        return pulumi.get(self, "recovery_timeout")
+
+    @_builtins.property
     @pulumi.getter(name="soakFor")
     def soak_for(self) -> pulumi.Output[Optional[_builtins.str]]:
         """
@@ -950,4 +1288,20 @@ class Rollout(pulumi.CustomResource):
         Nodes in the set, resolved once when the rollout starts.
         """
         return pulumi.get(self, "total")
+
+    @_builtins.property
+    @pulumi.getter(name="waitForCompletion")
+    def wait_for_completion(self) -> pulumi.Output[_builtins.bool]:
+        """
+        Whether create and update wait until the rollout ends (<span pulumi-lang-nodejs="`true`" pulumi-lang-dotnet="`True`" pulumi-lang-go="`true`" pulumi-lang-python="`true`" pulumi-lang-yaml="`true`" pulumi-lang-java="`true`">`true`</span>, the default), or return once the operator accepted it and resolved its node set (<span pulumi-lang-nodejs="`false`" pulumi-lang-dotnet="`False`" pulumi-lang-go="`false`" pulumi-lang-python="`false`" pulumi-lang-yaml="`false`" pulumi-lang-java="`false`">`false`</span>), so that a pipeline does not hold a runner for a window hours away; the <span pulumi-lang-nodejs="`nodemaintenance.Rollout`" pulumi-lang-dotnet="`nodemaintenance.Rollout`" pulumi-lang-go="`Rollout`" pulumi-lang-python="`Rollout`" pulumi-lang-yaml="`nodemaintenance.Rollout`" pulumi-lang-java="`nodemaintenance.Rollout`">`nodemaintenance.Rollout`</span> data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster.
+        """
+        return pulumi.get(self, "wait_for_completion")
+
+    @_builtins.property
+    @pulumi.getter
+    def window(self) -> pulumi.Output[Optional['outputs.RolloutWindow']]:
+        """
+        When nodes may start: a node starts only inside the window, and a node in progress finishes. <span pulumi-lang-nodejs="`nextWindowStart`" pulumi-lang-dotnet="`NextWindowStart`" pulumi-lang-go="`nextWindowStart`" pulumi-lang-python="`next_window_start`" pulumi-lang-yaml="`nextWindowStart`" pulumi-lang-java="`nextWindowStart`">`next_window_start`</span> says when a closed window opens. Updated in place.
+        """
+        return pulumi.get(self, "window")
 
