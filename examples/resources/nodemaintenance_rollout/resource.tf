@@ -38,6 +38,33 @@ resource "nodemaintenance_rollout" "pool_blue" {
     })
   }
 
+  # A restored node gives its slot to the next one only when the Deployments
+  # and StatefulSets it held pods of are fully available again (at most 20m).
+  recovery_timeout = "20m"
+
+  # No node starts while an alert fires, or while Prometheus cannot tell.
+  gates = {
+    prometheus = {
+      url   = "http://prometheus.monitoring:9090"
+      query = "ALERTS{alertstate=\"firing\",severity=\"critical\"}"
+    }
+  }
+
+  # Nodes start only on weeknights, 22:00 to 04:00 Berlin time.
+  window = {
+    days      = ["Mon", "Tue", "Wed", "Thu", "Fri"]
+    start     = "22:00"
+    end       = "04:00"
+    time_zone = "Europe/Berlin"
+  }
+
+  # The on-call hears when the rollout is blocked, halts or finishes.
+  notify = [{
+    url        = "https://hooks.example.com/node-maintenance"
+    events     = ["Blocked", "NodeFailed", "Halted", "Succeeded"]
+    secret_ref = { name = "maintenance-webhook", key = "token" }
+  }]
+
   timeouts {
     create = "4h"
   }
