@@ -115,7 +115,10 @@ func Provider() tfbridge.ProviderInfo {
 		Resources: map[string]*tfbridge.ResourceInfo{
 			"nodemaintenance":          {Tok: NodeMaintenanceToken},
 			"nodemaintenance_operator": {Tok: OperatorToken},
-			"nodemaintenance_rollout":  {Tok: RolloutToken},
+			"nodemaintenance_rollout": {Tok: RolloutToken, Fields: map[string]*tfbridge.SchemaInfo{
+				// A list of endpoints, named as the API names it (not "notifies").
+				"notify": {Name: "notify"},
+			}},
 		},
 		DataSources: map[string]*tfbridge.DataSourceInfo{
 			"nodemaintenance":               {Tok: GetNodeMaintenanceToken},

@@ -157,6 +157,14 @@ func main() {
 	flag.StringVar(&stepFile, "step", "", "rollout: a file with the Job template to run on each drained node (step-job.yaml)")
 	stepNamespace := flag.String("step-namespace", "default", "rollout: the namespace of the step's Jobs")
 	stepTimeout := flag.String("step-timeout", "", "rollout: how long the step may take on one node (default: the provider's)")
+	flag.StringVar(&r.RecoveryTimeout, "recovery-timeout", "", "rollout: how long a restored node waits for its workloads (default 10m)")
+	windowDays := flag.String("window-days", "", "rollout: the days nodes may start on (mon,tue); with -window-start and -window-end")
+	windowStart := flag.String("window-start", "", "rollout: when the window opens, HH:MM")
+	windowEnd := flag.String("window-end", "", "rollout: when the window closes, HH:MM")
+	windowZone := flag.String("window-time-zone", "", "rollout: the window's IANA time zone (default UTC)")
+	alertURL := flag.String("alert-url", "", "rollout: a Prometheus URL; no node starts while -alert-query returns any series")
+	alertQuery := flag.String("alert-query", `ALERTS{alertstate="firing"}`, "rollout: the PromQL query of the alert gate")
+	flag.StringVar(&r.NotifyURL, "notify-url", "", "rollout: a URL that receives a CloudEvent for each transition")
 	flag.StringVar(&m.Reason, "reason", "", "why the nodes are in maintenance")
 	flag.StringVar(&m.Create, "create-timeout", "", "how long to wait for the drain or the rollout (default: the provider's)")
 	flag.StringVar(&m.Delete, "delete-timeout", "", "how long to wait for the restore (default: the provider's)")
@@ -191,6 +199,12 @@ func main() {
 				os.Exit(1)
 			}
 			r.Step = &Step{Namespace: *stepNamespace, JobTemplate: string(template), Timeout: *stepTimeout}
+		}
+		if *windowDays != "" {
+			r.Window = &Window{Days: strings.Split(*windowDays, ","), Start: *windowStart, End: *windowEnd, TimeZone: *windowZone}
+		}
+		if *alertURL != "" {
+			r.AlertGate = &AlertGate{URL: *alertURL, Query: *alertQuery}
 		}
 		stackName, program = "rollout-"+r.Name, r.Program
 	}

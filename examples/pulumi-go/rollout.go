@@ -29,10 +29,33 @@ type Rollout struct {
 	// Step is run on each node while it is drained; nil: each node is
 	// restored as soon as it is drained.
 	Step *Step
+	// RecoveryTimeout bounds how long a restored node waits for the
+	// workloads evicted from it to be available again ("20m"; empty: 10m).
+	RecoveryTimeout string
+	// Window, when set, is when nodes may start.
+	Window *Window
+	// AlertGate, when set, holds the next node while its query returns any
+	// series (a firing alert) or Prometheus cannot be reached.
+	AlertGate *AlertGate
+	// NotifyURL, when set, receives a CloudEvent for each of the rollout's
+	// transitions.
+	NotifyURL string
 	// Create bounds the rollout, Update a change to it (a pause, a resume)
 	// and Delete the restore of the nodes it holds ("2h"). Set all three or
 	// none (the provider's defaults): see Program.
 	Create, Update, Delete string
+}
+
+// Window is a maintenance window: Days ("Sat", "sunday"), Start and End
+// ("22:00", "04:00"), in TimeZone (an IANA zone; empty: UTC).
+type Window struct {
+	Days                 []string
+	Start, End, TimeZone string
+}
+
+// AlertGate is a Prometheus server (its base URL) and a PromQL query.
+type AlertGate struct {
+	URL, Query string
 }
 
 // Step is a Job run on each drained node.
@@ -67,6 +90,7 @@ func (r Rollout) Program(ctx *pulumi.Context) error {
 			Timeout:     pulumi.StringPtrFromPtr(nonEmpty(r.Step.Timeout)),
 		}
 	}
+	r.safety(args)
 	// The bridge (pulumi-terraform-bridge v3.120.0) fails the create of a
 	// resource whose timeouts leave one of them unset, after the rollout has
 	// run ("recovered raw state does not byte-for-byte match the original
@@ -94,4 +118,21 @@ func (r Rollout) Program(ctx *pulumi.Context) error {
 	ctx.Export("total", rollout.Total)
 	ctx.Export("failed", rollout.Failed)
 	return nil
+}
+
+// safety sets the rollout's recovery timeout, window, alert gate and
+// notification.
+func (r Rollout) safety(args *nodemaintenance.RolloutArgs) {
+	args.RecoveryTimeout = pulumi.StringPtrFromPtr(nonEmpty(r.RecoveryTimeout))
+	if w := r.Window; w != nil {
+		args.Window = &nodemaintenance.RolloutWindowArgs{Days: pulumi.ToStringArray(w.Days), Start: pulumi.String(w.Start),
+			End: pulumi.String(w.End), TimeZone: pulumi.StringPtrFromPtr(nonEmpty(w.TimeZone))}
+	}
+	if g := r.AlertGate; g != nil {
+		args.Gates = &nodemaintenance.RolloutGatesArgs{Prometheus: &nodemaintenance.RolloutGatesPrometheusArgs{
+			Url: pulumi.String(g.URL), Query: pulumi.String(g.Query)}}
+	}
+	if r.NotifyURL != "" {
+		args.Notify = nodemaintenance.RolloutNotifyArray{&nodemaintenance.RolloutNotifyArgs{Url: pulumi.String(r.NotifyURL)}}
+	}
 }

@@ -57,9 +57,12 @@ func TestAutomationAPIGoSDKRollout(t *testing.T) {
 		SoakFor:        "1s",
 		Reason:         "kernel upgrade (Automation API)",
 		Step:           &Step{Namespace: ns, JobTemplate: string(template), Timeout: "2m"},
-		Create:         "4m",
-		Update:         "4m",
-		Delete:         "2m",
+		// A window open all week, in a zone of its own: the nodes start now.
+		Window:          &Window{Days: []string{"mon", "tue", "wed", "thu", "fri", "sat", "sun"}, Start: "00:00", End: "00:00", TimeZone: "Asia/Tokyo"},
+		RecoveryTimeout: "2m",
+		Create:          "4m",
+		Update:          "4m",
+		Delete:          "2m",
 	}
 	stack := newStack(t, c, r.Program)
 	seen := watchMaintained(t, c, pool.Value)

@@ -50,6 +50,10 @@ const rollout = pool === undefined ? undefined : new nodemaintenance.Rollout("po
             },
         }),
     },
+    // Nodes start only at night, Berlin time; a restored node gives its slot
+    // away once the workloads evicted from it are back (at most 20 minutes).
+    window: { days: ["Mon", "Tue", "Wed", "Thu", "Fri"], start: "22:00", end: "04:00", timeZone: "Europe/Berlin" },
+    recoveryTimeout: "20m",
     // All three, or none: the bridge fails a create that leaves one of a
     // resource's timeouts unset (see examples/pulumi-go/README.md).
     timeouts: { create: "2h", update: "2h", delete: "30m" },

@@ -113,7 +113,7 @@ export class Rollout extends pulumi.CustomResource {
     /**
      * HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
      */
-    declare public readonly notifies: pulumi.Output<outputs.RolloutNotify[] | undefined>;
+    declare public readonly notify: pulumi.Output<outputs.RolloutNotify[] | undefined>;
     /**
      * What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
      */
@@ -188,7 +188,7 @@ export class Rollout extends pulumi.CustomResource {
             resourceInputs["nodeNames"] = state?.nodeNames;
             resourceInputs["nodeSelector"] = state?.nodeSelector;
             resourceInputs["nodes"] = state?.nodes;
-            resourceInputs["notifies"] = state?.notifies;
+            resourceInputs["notify"] = state?.notify;
             resourceInputs["onFailure"] = state?.onFailure;
             resourceInputs["paused"] = state?.paused;
             resourceInputs["phase"] = state?.phase;
@@ -214,7 +214,7 @@ export class Rollout extends pulumi.CustomResource {
             resourceInputs["name"] = args?.name;
             resourceInputs["nodeNames"] = args?.nodeNames;
             resourceInputs["nodeSelector"] = args?.nodeSelector;
-            resourceInputs["notifies"] = args?.notifies;
+            resourceInputs["notify"] = args?.notify;
             resourceInputs["onFailure"] = args?.onFailure;
             resourceInputs["paused"] = args?.paused;
             resourceInputs["reason"] = args?.reason;
@@ -307,7 +307,7 @@ export interface RolloutState {
     /**
      * HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
      */
-    notifies?: pulumi.Input<pulumi.Input<inputs.RolloutNotify>[] | undefined>;
+    notify?: pulumi.Input<pulumi.Input<inputs.RolloutNotify>[] | undefined>;
     /**
      * What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
      */
@@ -394,7 +394,7 @@ export interface RolloutArgs {
     /**
      * HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
      */
-    notifies?: pulumi.Input<pulumi.Input<inputs.RolloutNotify>[] | undefined>;
+    notify?: pulumi.Input<pulumi.Input<inputs.RolloutNotify>[] | undefined>;
     /**
      * What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
      */

@@ -29,7 +29,7 @@ class RolloutArgs:
                  max_unavailable: pulumi.Input[Optional[_builtins.str]] = None,
                  node_names: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  node_selector: pulumi.Input[Optional[_builtins.str]] = None,
-                 notifies: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]] = None,
+                 notify: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]] = None,
                  on_failure: pulumi.Input[Optional[_builtins.str]] = None,
                  paused: pulumi.Input[Optional[_builtins.bool]] = None,
                  reason: pulumi.Input[Optional[_builtins.str]] = None,
@@ -51,7 +51,7 @@ class RolloutArgs:
         :param pulumi.Input[_builtins.str] max_unavailable: How many nodes of the set may be out of service at once: a count (`"3"`) or a percentage of the set (`"30%"`, rounded down, at least 1). Nodes of the set that are cordoned or NotReady for another reason count too. The operator's own <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> and the control-plane guard still apply to each node. Updated in place, also while the rollout runs.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] node_names: The nodes to maintain, by name, in this order. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
         :param pulumi.Input[_builtins.str] node_selector: The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. An empty selector, which the API takes for every node, is refused here: name the label. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
-        :param pulumi.Input[Sequence[pulumi.Input['RolloutNotifyArgs']]] notifies: HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
+        :param pulumi.Input[Sequence[pulumi.Input['RolloutNotifyArgs']]] notify: HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
         :param pulumi.Input[_builtins.str] on_failure: What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
         :param pulumi.Input[_builtins.bool] paused: Starts no new node while true; the nodes in progress finish. Created paused, the apply waits only until the node set is resolved (phase `Paused`). Updated in place: pausing waits for phase `Paused`, resuming waits for the rollout to finish, as a create does.
         :param pulumi.Input[_builtins.str] reason: Why the nodes are maintained, given to each node's NodeMaintenance (at most 1024 characters). Updated in place.
@@ -77,8 +77,8 @@ class RolloutArgs:
             pulumi.set(__self__, "node_names", node_names)
         if node_selector is not None:
             pulumi.set(__self__, "node_selector", node_selector)
-        if notifies is not None:
-            pulumi.set(__self__, "notifies", notifies)
+        if notify is not None:
+            pulumi.set(__self__, "notify", notify)
         if on_failure is not None:
             pulumi.set(__self__, "on_failure", on_failure)
         if paused is not None:
@@ -198,15 +198,15 @@ class RolloutArgs:
 
     @_builtins.property
     @pulumi.getter
-    def notifies(self) -> pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]]:
+    def notify(self) -> pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]]:
         """
         HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
         """
-        return pulumi.get(self, "notifies")
+        return pulumi.get(self, "notify")
 
-    @notifies.setter
-    def notifies(self, value: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]]):
-        pulumi.set(self, "notifies", value)
+    @notify.setter
+    def notify(self, value: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]]):
+        pulumi.set(self, "notify", value)
 
     @_builtins.property
     @pulumi.getter(name="onFailure")
@@ -344,7 +344,7 @@ class _RolloutState:
                  node_names: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  node_selector: pulumi.Input[Optional[_builtins.str]] = None,
                  nodes: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNodeArgs']]]] = None,
-                 notifies: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]] = None,
+                 notify: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]] = None,
                  on_failure: pulumi.Input[Optional[_builtins.str]] = None,
                  paused: pulumi.Input[Optional[_builtins.bool]] = None,
                  phase: pulumi.Input[Optional[_builtins.str]] = None,
@@ -375,7 +375,7 @@ class _RolloutState:
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] node_names: The nodes to maintain, by name, in this order. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
         :param pulumi.Input[_builtins.str] node_selector: The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. An empty selector, which the API takes for every node, is refused here: name the label. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
         :param pulumi.Input[Sequence[pulumi.Input['RolloutNodeArgs']]] nodes: A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Recovering`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> (the Deployments, ReplicaSets and StatefulSets its drain was to evict pods of (`Kind namespace/name`), recorded when it started: the recovery gate waits for them), <span pulumi-lang-nodejs="`waitingForWorkloads`" pulumi-lang-dotnet="`WaitingForWorkloads`" pulumi-lang-go="`waitingForWorkloads`" pulumi-lang-python="`waiting_for_workloads`" pulumi-lang-yaml="`waitingForWorkloads`" pulumi-lang-java="`waitingForWorkloads`">`waiting_for_workloads`</span> (those of <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> not yet fully available again, each with its availability), <span pulumi-lang-nodejs="`recoveredAt`" pulumi-lang-dotnet="`RecoveredAt`" pulumi-lang-go="`recoveredAt`" pulumi-lang-python="`recovered_at`" pulumi-lang-yaml="`recoveredAt`" pulumi-lang-java="`recoveredAt`">`recovered_at`</span> (when it and its workloads had recovered; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
-        :param pulumi.Input[Sequence[pulumi.Input['RolloutNotifyArgs']]] notifies: HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
+        :param pulumi.Input[Sequence[pulumi.Input['RolloutNotifyArgs']]] notify: HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
         :param pulumi.Input[_builtins.str] on_failure: What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
         :param pulumi.Input[_builtins.bool] paused: Starts no new node while true; the nodes in progress finish. Created paused, the apply waits only until the node set is resolved (phase `Paused`). Updated in place: pausing waits for phase `Paused`, resuming waits for the rollout to finish, as a create does.
         :param pulumi.Input[_builtins.str] phase: Progress of the rollout: `Pending` (the node set is not resolved yet), `Progressing`, `Paused` (<span pulumi-lang-nodejs="`paused`" pulumi-lang-dotnet="`Paused`" pulumi-lang-go="`paused`" pulumi-lang-python="`paused`" pulumi-lang-yaml="`paused`" pulumi-lang-java="`paused`">`paused`</span> is set; no new node starts), `Halted` (a node failed; <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and the failed rows of <span pulumi-lang-nodejs="`nodes`" pulumi-lang-dotnet="`Nodes`" pulumi-lang-go="`nodes`" pulumi-lang-python="`nodes`" pulumi-lang-yaml="`nodes`" pulumi-lang-java="`nodes`">`nodes`</span> say why) or `Succeeded`.
@@ -418,8 +418,8 @@ class _RolloutState:
             pulumi.set(__self__, "node_selector", node_selector)
         if nodes is not None:
             pulumi.set(__self__, "nodes", nodes)
-        if notifies is not None:
-            pulumi.set(__self__, "notifies", notifies)
+        if notify is not None:
+            pulumi.set(__self__, "notify", notify)
         if on_failure is not None:
             pulumi.set(__self__, "on_failure", on_failure)
         if paused is not None:
@@ -627,15 +627,15 @@ class _RolloutState:
 
     @_builtins.property
     @pulumi.getter
-    def notifies(self) -> pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]]:
+    def notify(self) -> pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]]:
         """
         HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
         """
-        return pulumi.get(self, "notifies")
+        return pulumi.get(self, "notify")
 
-    @notifies.setter
-    def notifies(self, value: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]]):
-        pulumi.set(self, "notifies", value)
+    @notify.setter
+    def notify(self, value: pulumi.Input[Optional[Sequence[pulumi.Input['RolloutNotifyArgs']]]]):
+        pulumi.set(self, "notify", value)
 
     @_builtins.property
     @pulumi.getter(name="onFailure")
@@ -793,7 +793,7 @@ class Rollout(pulumi.CustomResource):
                  name: pulumi.Input[Optional[_builtins.str]] = None,
                  node_names: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  node_selector: pulumi.Input[Optional[_builtins.str]] = None,
-                 notifies: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]]] = None,
+                 notify: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]]] = None,
                  on_failure: pulumi.Input[Optional[_builtins.str]] = None,
                  paused: pulumi.Input[Optional[_builtins.bool]] = None,
                  reason: pulumi.Input[Optional[_builtins.str]] = None,
@@ -820,7 +820,7 @@ class Rollout(pulumi.CustomResource):
         :param pulumi.Input[_builtins.str] name: Name of the `NodeMaintenanceRollout` object (a DNS-1123 subdomain); its NodeMaintenances and step Jobs are labelled `nodemaintenance.io/rollout=<name>`. Changing it replaces the resource.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] node_names: The nodes to maintain, by name, in this order. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
         :param pulumi.Input[_builtins.str] node_selector: The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. An empty selector, which the API takes for every node, is refused here: name the label. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
-        :param pulumi.Input[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]] notifies: HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
+        :param pulumi.Input[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]] notify: HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
         :param pulumi.Input[_builtins.str] on_failure: What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
         :param pulumi.Input[_builtins.bool] paused: Starts no new node while true; the nodes in progress finish. Created paused, the apply waits only until the node set is resolved (phase `Paused`). Updated in place: pausing waits for phase `Paused`, resuming waits for the rollout to finish, as a create does.
         :param pulumi.Input[_builtins.str] reason: Why the nodes are maintained, given to each node's NodeMaintenance (at most 1024 characters). Updated in place.
@@ -865,7 +865,7 @@ class Rollout(pulumi.CustomResource):
                  name: pulumi.Input[Optional[_builtins.str]] = None,
                  node_names: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  node_selector: pulumi.Input[Optional[_builtins.str]] = None,
-                 notifies: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]]] = None,
+                 notify: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]]] = None,
                  on_failure: pulumi.Input[Optional[_builtins.str]] = None,
                  paused: pulumi.Input[Optional[_builtins.bool]] = None,
                  reason: pulumi.Input[Optional[_builtins.str]] = None,
@@ -895,7 +895,7 @@ class Rollout(pulumi.CustomResource):
             __props__.__dict__["name"] = name
             __props__.__dict__["node_names"] = node_names
             __props__.__dict__["node_selector"] = node_selector
-            __props__.__dict__["notifies"] = notifies
+            __props__.__dict__["notify"] = notify
             __props__.__dict__["on_failure"] = on_failure
             __props__.__dict__["paused"] = paused
             __props__.__dict__["reason"] = reason
@@ -940,7 +940,7 @@ class Rollout(pulumi.CustomResource):
             node_names: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
             node_selector: pulumi.Input[Optional[_builtins.str]] = None,
             nodes: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNodeArgs', 'RolloutNodeArgsDict', 'outputs.RolloutNode']]]]] = None,
-            notifies: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]]] = None,
+            notify: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]]] = None,
             on_failure: pulumi.Input[Optional[_builtins.str]] = None,
             paused: pulumi.Input[Optional[_builtins.bool]] = None,
             phase: pulumi.Input[Optional[_builtins.str]] = None,
@@ -975,7 +975,7 @@ class Rollout(pulumi.CustomResource):
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] node_names: The nodes to maintain, by name, in this order. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
         :param pulumi.Input[_builtins.str] node_selector: The nodes to maintain, by label, as `kubectl get nodes -l` takes it (e.g. `pool=blue,zone!=a`). The set is resolved once, when the rollout starts, in name order; nodes that join later are not added. An empty selector, which the API takes for every node, is refused here: name the label. Exactly one of <span pulumi-lang-nodejs="`nodeSelector`" pulumi-lang-dotnet="`NodeSelector`" pulumi-lang-go="`nodeSelector`" pulumi-lang-python="`node_selector`" pulumi-lang-yaml="`nodeSelector`" pulumi-lang-java="`nodeSelector`">`node_selector`</span> and <span pulumi-lang-nodejs="`nodeNames`" pulumi-lang-dotnet="`NodeNames`" pulumi-lang-go="`nodeNames`" pulumi-lang-python="`node_names`" pulumi-lang-yaml="`nodeNames`" pulumi-lang-java="`nodeNames`">`node_names`</span>. Changing it replaces the resource.
         :param pulumi.Input[Sequence[pulumi.Input[Union['RolloutNodeArgs', 'RolloutNodeArgsDict', 'outputs.RolloutNode']]]] nodes: A row per node of the set, in the order they are started: <span pulumi-lang-nodejs="`name`" pulumi-lang-dotnet="`Name`" pulumi-lang-go="`name`" pulumi-lang-python="`name`" pulumi-lang-yaml="`name`" pulumi-lang-java="`name`">`name`</span> (the node), <span pulumi-lang-nodejs="`wave`" pulumi-lang-dotnet="`Wave`" pulumi-lang-go="`wave`" pulumi-lang-python="`wave`" pulumi-lang-yaml="`wave`" pulumi-lang-java="`wave`">`wave`</span> (its wave: nodes start in order, at most <span pulumi-lang-nodejs="`maxUnavailable`" pulumi-lang-dotnet="`MaxUnavailable`" pulumi-lang-go="`maxUnavailable`" pulumi-lang-python="`max_unavailable`" pulumi-lang-yaml="`maxUnavailable`" pulumi-lang-java="`maxUnavailable`">`max_unavailable`</span> at a time, so wave N holds positions (N-1)×max_unavailable+1 onwards), <span pulumi-lang-nodejs="`state`" pulumi-lang-dotnet="`State`" pulumi-lang-go="`state`" pulumi-lang-python="`state`" pulumi-lang-yaml="`state`" pulumi-lang-java="`state`">`state`</span> (`Waiting`, `Draining`, `StepRunning`, `Holding`, `Restoring`, `Recovering`, `Soaking`, `Done` or `Failed`), <span pulumi-lang-nodejs="`maintenance`" pulumi-lang-dotnet="`Maintenance`" pulumi-lang-go="`maintenance`" pulumi-lang-python="`maintenance`" pulumi-lang-yaml="`maintenance`" pulumi-lang-java="`maintenance`">`maintenance`</span> (the name of its NodeMaintenance, once created), <span pulumi-lang-nodejs="`job`" pulumi-lang-dotnet="`Job`" pulumi-lang-go="`job`" pulumi-lang-python="`job`" pulumi-lang-yaml="`job`" pulumi-lang-java="`job`">`job`</span> (the name of its step Job, once created), <span pulumi-lang-nodejs="`waitingFor`" pulumi-lang-dotnet="`WaitingFor`" pulumi-lang-go="`waitingFor`" pulumi-lang-python="`waiting_for`" pulumi-lang-yaml="`waitingFor`" pulumi-lang-java="`waitingFor`">`waiting_for`</span> (another NodeMaintenance of the node that it waits for), <span pulumi-lang-nodejs="`reason`" pulumi-lang-dotnet="`Reason`" pulumi-lang-go="`reason`" pulumi-lang-python="`reason`" pulumi-lang-yaml="`reason`" pulumi-lang-java="`reason`">`reason`</span> (why it is in its state; for a failure, what failed), <span pulumi-lang-nodejs="`startedAt`" pulumi-lang-dotnet="`StartedAt`" pulumi-lang-go="`startedAt`" pulumi-lang-python="`started_at`" pulumi-lang-yaml="`startedAt`" pulumi-lang-java="`startedAt`">`started_at`</span> (when its NodeMaintenance was created; RFC 3339, empty until then), <span pulumi-lang-nodejs="`drainedAt`" pulumi-lang-dotnet="`DrainedAt`" pulumi-lang-go="`drainedAt`" pulumi-lang-python="`drained_at`" pulumi-lang-yaml="`drainedAt`" pulumi-lang-java="`drainedAt`">`drained_at`</span> (when it was drained; RFC 3339, empty until then), <span pulumi-lang-nodejs="`stepFinishedAt`" pulumi-lang-dotnet="`StepFinishedAt`" pulumi-lang-go="`stepFinishedAt`" pulumi-lang-python="`step_finished_at`" pulumi-lang-yaml="`stepFinishedAt`" pulumi-lang-java="`stepFinishedAt`">`step_finished_at`</span> (when its step Job completed or its hold ended; RFC 3339, empty until then), <span pulumi-lang-nodejs="`restoredAt`" pulumi-lang-dotnet="`RestoredAt`" pulumi-lang-go="`restoredAt`" pulumi-lang-python="`restored_at`" pulumi-lang-yaml="`restoredAt`" pulumi-lang-java="`restoredAt`">`restored_at`</span> (when it was restored and Ready; RFC 3339, empty until then), <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> (the Deployments, ReplicaSets and StatefulSets its drain was to evict pods of (`Kind namespace/name`), recorded when it started: the recovery gate waits for them), <span pulumi-lang-nodejs="`waitingForWorkloads`" pulumi-lang-dotnet="`WaitingForWorkloads`" pulumi-lang-go="`waitingForWorkloads`" pulumi-lang-python="`waiting_for_workloads`" pulumi-lang-yaml="`waitingForWorkloads`" pulumi-lang-java="`waitingForWorkloads`">`waiting_for_workloads`</span> (those of <span pulumi-lang-nodejs="`workloads`" pulumi-lang-dotnet="`Workloads`" pulumi-lang-go="`workloads`" pulumi-lang-python="`workloads`" pulumi-lang-yaml="`workloads`" pulumi-lang-java="`workloads`">`workloads`</span> not yet fully available again, each with its availability), <span pulumi-lang-nodejs="`recoveredAt`" pulumi-lang-dotnet="`RecoveredAt`" pulumi-lang-go="`recoveredAt`" pulumi-lang-python="`recovered_at`" pulumi-lang-yaml="`recoveredAt`" pulumi-lang-java="`recoveredAt`">`recovered_at`</span> (when it and its workloads had recovered; RFC 3339, empty until then), <span pulumi-lang-nodejs="`finishedAt`" pulumi-lang-dotnet="`FinishedAt`" pulumi-lang-go="`finishedAt`" pulumi-lang-python="`finished_at`" pulumi-lang-yaml="`finishedAt`" pulumi-lang-java="`finishedAt`">`finished_at`</span> (when it became `Done` or `Failed`; RFC 3339, empty until then).
-        :param pulumi.Input[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]] notifies: HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
+        :param pulumi.Input[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]] notify: HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
         :param pulumi.Input[_builtins.str] on_failure: What happens when a node fails (its drain failed, or its step failed or timed out): `Halt` (the default: no further node starts, the failed node stays as its drain's <span pulumi-lang-nodejs="`onTimeout`" pulumi-lang-dotnet="`OnTimeout`" pulumi-lang-go="`onTimeout`" pulumi-lang-python="`on_timeout`" pulumi-lang-yaml="`onTimeout`" pulumi-lang-java="`onTimeout`">`on_timeout`</span> left it, and the apply fails naming it) or `Continue` (the failed node is restored and the rollout goes on, until more than <span pulumi-lang-nodejs="`maxFailures`" pulumi-lang-dotnet="`MaxFailures`" pulumi-lang-go="`maxFailures`" pulumi-lang-python="`max_failures`" pulumi-lang-yaml="`maxFailures`" pulumi-lang-java="`maxFailures`">`max_failures`</span> nodes failed). Updated in place.
         :param pulumi.Input[_builtins.bool] paused: Starts no new node while true; the nodes in progress finish. Created paused, the apply waits only until the node set is resolved (phase `Paused`). Updated in place: pausing waits for phase `Paused`, resuming waits for the rollout to finish, as a create does.
         :param pulumi.Input[_builtins.str] phase: Progress of the rollout: `Pending` (the node set is not resolved yet), `Progressing`, `Paused` (<span pulumi-lang-nodejs="`paused`" pulumi-lang-dotnet="`Paused`" pulumi-lang-go="`paused`" pulumi-lang-python="`paused`" pulumi-lang-yaml="`paused`" pulumi-lang-java="`paused`">`paused`</span> is set; no new node starts), `Halted` (a node failed; <span pulumi-lang-nodejs="`message`" pulumi-lang-dotnet="`Message`" pulumi-lang-go="`message`" pulumi-lang-python="`message`" pulumi-lang-yaml="`message`" pulumi-lang-java="`message`">`message`</span> and the failed rows of <span pulumi-lang-nodejs="`nodes`" pulumi-lang-dotnet="`Nodes`" pulumi-lang-go="`nodes`" pulumi-lang-python="`nodes`" pulumi-lang-yaml="`nodes`" pulumi-lang-java="`nodes`">`nodes`</span> say why) or `Succeeded`.
@@ -1007,7 +1007,7 @@ class Rollout(pulumi.CustomResource):
         __props__.__dict__["node_names"] = node_names
         __props__.__dict__["node_selector"] = node_selector
         __props__.__dict__["nodes"] = nodes
-        __props__.__dict__["notifies"] = notifies
+        __props__.__dict__["notify"] = notify
         __props__.__dict__["on_failure"] = on_failure
         __props__.__dict__["paused"] = paused
         __props__.__dict__["phase"] = phase
@@ -1040,7 +1040,7 @@ class Rollout(pulumi.CustomResource):
             node_names: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
             node_selector: pulumi.Input[Optional[_builtins.str]] = None,
             nodes: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNodeArgs', 'RolloutNodeArgsDict', 'outputs.RolloutNode']]]]] = None,
-            notifies: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]]] = None,
+            notify: pulumi.Input[Optional[Sequence[pulumi.Input[Union['RolloutNotifyArgs', 'RolloutNotifyArgsDict', 'outputs.RolloutNotify']]]]] = None,
             on_failure: pulumi.Input[Optional[_builtins.str]] = None,
             paused: pulumi.Input[Optional[_builtins.bool]] = None,
             phase: pulumi.Input[Optional[_builtins.str]] = None,
@@ -1069,7 +1069,7 @@ class Rollout(pulumi.CustomResource):
         __props__["nodeNames"] = node_names
         __props__["nodeSelector"] = node_selector
         __props__["nodes"] = nodes
-        __props__["notifies"] = notifies
+        __props__["notify"] = notify
         __props__["onFailure"] = on_failure
         __props__["paused"] = paused
         __props__["phase"] = phase
@@ -1206,11 +1206,11 @@ class Rollout(pulumi.CustomResource):
 
     @_builtins.property
     @pulumi.getter
-    def notifies(self) -> pulumi.Output[Optional[Sequence['outputs.RolloutNotify']]]:
+    def notify(self) -> pulumi.Output[Optional[Sequence['outputs.RolloutNotify']]]:
         """
         HTTP endpoints that receive CloudEvents (structured JSON) for the rollout's transitions; a notification that cannot be sent is retried, then dropped and counted, and never blocks or fails the rollout. See the guide "Notifications". Updated in place.
         """
-        return pulumi.get(self, "notifies")
+        return pulumi.get(self, "notify")
 
     @_builtins.property
     @pulumi.getter(name="onFailure")
