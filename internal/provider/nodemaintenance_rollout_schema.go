@@ -32,7 +32,34 @@ const (
 
 // Schema of the nodemaintenance_rollout resource.
 func (r *RolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	attrs := map[string]schema.Attribute{
+	attrs := rolloutSpecAttributes()
+	attrs["wait_for_completion"] = schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+		MarkdownDescription: "Whether create and update wait until the rollout ends (`true`, the default), or return once the operator " +
+			"accepted it and resolved its node set (`false`), so that a pipeline does not hold a runner for a window hours away; the " +
+			"`nodemaintenance_rollout` data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster."}
+	safetyAttributes(attrs)
+	rolloutStatusAttributes.resourceAttributes(attrs)
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Maintains every node of a set in waves: creates a `NodeMaintenanceRollout` (`nodemaintenance.io/v1alpha1`), " +
+			"through which the operator drains at most `max_unavailable` nodes at a time, runs the `step` Job on each drained node, " +
+			"restores it, lets it soak and moves on. Apply waits until the rollout `Succeeded` and logs a line whenever a node changes " +
+			"state (`TF_LOG_PROVIDER=INFO`); a `Halted` rollout is an error naming the failed nodes, and the resource is kept tainted so " +
+			"that destroy restores them. The plan shows the node set, the waves and what would block each node's drain. Destroy " +
+			"deletes the rollout and waits until every node it holds is restored. See the guide \"Patch a node pool\".",
+		Attributes: attrs,
+		Blocks: map[string]schema.Block{
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true,
+				CreateDescription: "How long to wait for the rollout to succeed (default 2h).",
+				UpdateDescription: "How long an update waits for the rollout to pause or to succeed (default 2h).",
+				DeleteDescription: "How long to wait for every node to be restored (default 30m)."}),
+		},
+	}
+}
+
+// rolloutSpecAttributes are the attributes of the rollout's identity, its
+// node set, its pace, its drain and its step.
+func rolloutSpecAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
 		"id": schema.StringAttribute{Computed: true, MarkdownDescription: "Name of the NodeMaintenanceRollout.",
 			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 		"name": schema.StringAttribute{Required: true,
@@ -85,27 +112,6 @@ func (r *RolloutResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			MarkdownDescription: "Starts no new node while true; the nodes in progress finish. Created paused, the apply waits only until " +
 				"the node set is resolved (phase `Paused`). Updated in place: pausing waits for phase `Paused`, resuming waits for the " +
 				"rollout to finish, as a create does.",
-		},
-	}
-	attrs["wait_for_completion"] = schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-		MarkdownDescription: "Whether create and update wait until the rollout ends (`true`, the default), or return once the operator " +
-			"accepted it and resolved its node set (`false`), so that a pipeline does not hold a runner for a window hours away; the " +
-			"`nodemaintenance_rollout` data source gates on its end later. Not part of the rollout: changing it changes nothing in the cluster."}
-	safetyAttributes(attrs)
-	rolloutStatusAttributes.resourceAttributes(attrs)
-	resp.Schema = schema.Schema{
-		MarkdownDescription: "Maintains every node of a set in waves: creates a `NodeMaintenanceRollout` (`nodemaintenance.io/v1alpha1`), " +
-			"through which the operator drains at most `max_unavailable` nodes at a time, runs the `step` Job on each drained node, " +
-			"restores it, lets it soak and moves on. Apply waits until the rollout `Succeeded` and logs a line whenever a node changes " +
-			"state (`TF_LOG_PROVIDER=INFO`); a `Halted` rollout is an error naming the failed nodes, and the resource is kept tainted so " +
-			"that destroy restores them. The plan shows the node set, the waves and what would block each node's drain. Destroy " +
-			"deletes the rollout and waits until every node it holds is restored. See the guide \"Patch a node pool\".",
-		Attributes: attrs,
-		Blocks: map[string]schema.Block{
-			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true,
-				CreateDescription: "How long to wait for the rollout to succeed (default 2h).",
-				UpdateDescription: "How long an update waits for the rollout to pause or to succeed (default 2h).",
-				DeleteDescription: "How long to wait for every node to be restored (default 30m)."}),
 		},
 	}
 }
