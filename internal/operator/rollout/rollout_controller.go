@@ -127,7 +127,7 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !ro.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, s)
 	}
-	return runPhases(ctx, s, []phase{r.addFinalizer, r.resolve, r.observe, r.advanceRows, r.checkGates, r.startNodes, r.summarize, r.writeStatus, r.act, r.emitEvents})
+	return runPhases(ctx, s, []phase{r.addFinalizer, r.resolve, r.observe, r.advanceRows, r.checkGates, r.startNodes, r.recordWorkloads, r.summarize, r.writeStatus, r.act, r.emitEvents})
 }
 
 // addFinalizer comes first, written at once: no child may exist whose

@@ -304,7 +304,7 @@ func TestPassesStartNoMoreThanMaxUnavailable(t *testing.T) {
 	ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro", UID: "u1"}, Spec: nmv1alpha1.NodeMaintenanceRolloutSpec{
 		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}, MaxUnavailable: ptr.To(intstr.FromInt32(2))}}
 	objs := []client.Object{ro, readyNode("n3"), readyNode("n1"), readyNode("n2")}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(ro).Build()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(ro).WithIndex(&corev1.Pod{}, "spec.nodeName", podNode).Build()
 	r := &RolloutReconciler{Client: c, APIReader: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), Now: func() time.Time { return now }}
 	for range 3 {
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "ro"}}); err != nil {
