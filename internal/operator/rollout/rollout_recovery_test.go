@@ -160,9 +160,7 @@ func TestWorkloadsOfThePodsTheDrainEvicts(t *testing.T) {
 		"web-5d8f": {ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web-5d8f", OwnerReferences: controlledBy("Deployment", "web")}},
 		"loose":    {ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "loose"}},
 	}
-	reads := 0
 	getRS := func(_ context.Context, key client.ObjectKey) (*appsv1.ReplicaSet, error) {
-		reads++
 		return sets[key.Name], nil
 	}
 	got, err := workloadsOf(context.Background(), pods, drain.Rules{Now: now}, getRS)
@@ -178,7 +176,9 @@ func TestWorkloadsOfThePodsTheDrainEvicts(t *testing.T) {
 	if err != nil || strings.Join(got, ", ") != "StatefulSet a/db" {
 		t.Errorf("under a podSelector: %q %v, want StatefulSet a/db alone", got, err)
 	}
-	broken := func(context.Context, client.ObjectKey) (*appsv1.ReplicaSet, error) { return nil, errors.New("forbidden") }
+	broken := func(context.Context, client.ObjectKey) (*appsv1.ReplicaSet, error) {
+		return nil, errors.New("forbidden")
+	}
 	if _, err := workloadsOf(context.Background(), pods, drain.Rules{Now: now}, broken); err == nil || !strings.Contains(err.Error(), "ReplicaSet a/") {
 		t.Errorf("a ReplicaSet that cannot be read: %v, want an error naming it", err)
 	}
