@@ -82,46 +82,34 @@ func TestAdvanceRecovery(t *testing.T) {
 	}
 	ready, waiting := observed{node: readyNode("a")}, observed{node: readyNode("a"), unrecovered: web}
 	for _, tc := range []struct {
-		name      string
-		row       nmv1alpha1.RolloutNode
-		obs       observed
-		spec      nmv1alpha1.NodeMaintenanceRolloutSpec
-		want      nmv1alpha1.RolloutNodeState
-		wait      time.Duration
-		reason    string
+		advanceCase
 		recovered bool
 	}{
-		{name: "restored, workloads available", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: ready, want: "Soaking", recovered: true},
-		{name: "restored, a workload short", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: waiting, want: "Recovering", wait: recoveryRetry,
-			reason: "at most recoveryTimeout 10m0s"},
-		{name: "restored under NodeReady, a workload short", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: waiting,
-			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{RecoveryGate: nmv1alpha1.RecoveryNodeReady}, want: "Soaking", recovered: true},
-		{name: "recovering, short", row: restoredAgo(time.Minute), obs: waiting, want: "Recovering", wait: recoveryRetry},
-		{name: "recovering, short, timeout near", row: restoredAgo(time.Minute), obs: waiting,
-			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{RecoveryTimeout: sec(62 * time.Second)}, want: "Recovering", wait: 3 * time.Second},
-		{name: "recovered, soak counted from the restore", row: restoredAgo(time.Minute), obs: ready,
-			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(2 * time.Minute)}, want: "Soaking", wait: 61 * time.Second, recovered: true},
-		{name: "recovered after the soak's end", row: restoredAgo(time.Minute), obs: ready,
-			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(time.Second)}, want: "Soaking", recovered: true},
-		{name: "timed out", row: restoredAgo(2*time.Minute + 2*time.Second), obs: waiting,
+		{advanceCase{name: "restored, workloads available", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: ready, want: "Soaking"}, true},
+		{advanceCase{name: "restored, a workload short", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: waiting, want: "Recovering", wait: recoveryRetry,
+			reason: "at most recoveryTimeout 10m0s"}, false},
+		{advanceCase{name: "restored under NodeReady, a workload short", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: waiting,
+			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{RecoveryGate: nmv1alpha1.RecoveryNodeReady}, want: "Soaking"}, true},
+		{advanceCase{name: "recovering, short", row: restoredAgo(time.Minute), obs: waiting, want: "Recovering", wait: recoveryRetry}, false},
+		{advanceCase{name: "recovering, short, timeout near", row: restoredAgo(time.Minute), obs: waiting,
+			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{RecoveryTimeout: sec(62 * time.Second)}, want: "Recovering", wait: 3 * time.Second}, false},
+		{advanceCase{name: "recovered, soak counted from the restore", row: restoredAgo(time.Minute), obs: ready,
+			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(2 * time.Minute)}, want: "Soaking", wait: 61 * time.Second}, true},
+		{advanceCase{name: "recovered after the soak's end", row: restoredAgo(time.Minute), obs: ready,
+			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(time.Second)}, want: "Soaking"}, true},
+		{advanceCase{name: "timed out", row: restoredAgo(2*time.Minute + 2*time.Second), obs: waiting,
 			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{RecoveryTimeout: sec(2 * time.Minute)}, want: "Failed",
-			reason: "workloads not recovered within recoveryTimeout 2m0s: Deployment a/web: 1 of 3 available"},
-		{name: "the default timeout", row: restoredAgo(11 * time.Minute), obs: waiting, want: "Failed", reason: "within recoveryTimeout 10m0s"},
-		{name: "node NotReady again", row: restoredAgo(time.Minute), obs: observed{node: notReadyNode("a")}, want: "Recovering", wait: recoveryRetry},
-		{name: "node NotReady past the timeout", row: restoredAgo(time.Hour), obs: observed{node: notReadyNode("a")}, want: "Failed",
-			reason: "within recoveryTimeout 10m0s: node a is not Ready"},
-		{name: "node deleted", row: restoredAgo(time.Minute), obs: observed{}, want: "Failed", reason: "deleted while its workloads recovered"},
-		{name: "soaking needs nothing more", row: nmv1alpha1.RolloutNode{State: "Soaking", RestoredAt: stamp(now.Add(-time.Minute)), RecoveredAt: stamp(now.Add(-time.Second))},
-			obs: waiting, spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(time.Second)}, want: "Done"},
+			reason: "workloads not recovered within recoveryTimeout 2m0s: Deployment a/web: 1 of 3 available"}, false},
+		{advanceCase{name: "the default timeout", row: restoredAgo(11 * time.Minute), obs: waiting, want: "Failed", reason: "within recoveryTimeout 10m0s"}, false},
+		{advanceCase{name: "node NotReady again", row: restoredAgo(time.Minute), obs: observed{node: notReadyNode("a")}, want: "Recovering", wait: recoveryRetry}, false},
+		{advanceCase{name: "node NotReady past the timeout", row: restoredAgo(time.Hour), obs: observed{node: notReadyNode("a")}, want: "Failed",
+			reason: "within recoveryTimeout 10m0s: node a is not Ready"}, false},
+		{advanceCase{name: "node deleted", row: restoredAgo(time.Minute), obs: observed{}, want: "Failed", reason: "deleted while its workloads recovered"}, false},
+		{advanceCase{name: "soaking needs nothing more", row: nmv1alpha1.RolloutNode{State: "Soaking", RestoredAt: stamp(now.Add(-time.Minute)), RecoveredAt: stamp(now.Add(-time.Second))},
+			obs: waiting, spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(time.Second)}, want: "Done"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			row := tc.row
-			row.Name = "a"
-			ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro"}, Spec: tc.spec}
-			wait := advance(&row, tc.obs, ro, now)
-			if row.State != tc.want || wait != tc.wait || !strings.Contains(row.Reason, tc.reason) {
-				t.Errorf("got %s after %s (reason %q), want %s after %s (reason %q)", row.State, wait, row.Reason, tc.want, tc.wait, tc.reason)
-			}
+			row := tc.check(t)
 			if recovered := row.RecoveredAt != nil && row.RecoveredAt.Equal(stamp(now)); recovered != tc.recovered {
 				t.Errorf("recoveredAt %v, want it stamped now: %v", row.RecoveredAt, tc.recovered)
 			}
