@@ -98,7 +98,7 @@ func TestRolloutStartsTheNextNodeOnceTheWorkloadsRecovered(t *testing.T) {
 		t.Errorf("node %s started at %v, before the workloads of %s recovered (%v)", second, two.StartedAt, first, one.RecoveredAt)
 	}
 	t.Logf("node %s restored at %s, its workloads recovered at %s; node %s started at %s", first, one.RestoredAt, one.RecoveredAt, second, two.StartedAt)
-	assertDeploymentAvailable(t, c, ns, "web", 2)
+	waitDeploymentAvailable(t, c, ns, "web", 2)
 	assertRestoredAll(t, c, before)
 }
 
@@ -157,8 +157,8 @@ func unplaceableDeployment(t *testing.T, c *testcluster.Cluster, ns, app string)
 	return first, second, map[string]nodeState{first: settledStateOf(t, c, first), second: settledStateOf(t, c, second)}
 }
 
-// assertDeploymentAvailable: the Deployment has want available replicas.
-func assertDeploymentAvailable(t *testing.T, c *testcluster.Cluster, ns, name string, want int32) {
+// waitDeploymentAvailable waits until the Deployment has want available replicas.
+func waitDeploymentAvailable(t *testing.T, c *testcluster.Cluster, ns, name string, want int32) {
 	t.Helper()
 	testcluster.WaitFor(t, time.Minute, "Deployment "+ns+"/"+name+" to be available", func(ctx context.Context) (bool, error) {
 		d := &appsv1.Deployment{}
