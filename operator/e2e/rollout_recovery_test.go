@@ -7,11 +7,13 @@ package e2e
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
@@ -66,22 +68,26 @@ func TestRolloutRecoveryTimeoutHaltsNamingTheDeployment(t *testing.T) {
 }
 
 // Workloads evicted from the first node come back available on other
-// nodes, and only then does the second node start.
+// nodes, and only then does the second node start: by the rows' times, and
+// by a watch of the Deployment, which sees it fall short after the
+// eviction and whole again no later than the second node's start.
 func TestRolloutStartsTheNextNodeOnceTheWorkloadsRecovered(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.Namespace(t)
 	pool := c.NewPool(t)
 	first := pool.AddNode(t, "").Name
 	d := c.CreateDeployment(t, ns, "web", 2, pool.Selector())
-	// Available only 3 s after Ready: the recovery takes a while.
+	// Available only 8 s after Ready: the recovery outlasts the restore.
 	patch := client.MergeFrom(d.DeepCopy())
-	d.Spec.MinReadySeconds = 3
+	d.Spec.MinReadySeconds = 8
 	if err := c.Client.Patch(bg(), d, patch); err != nil {
 		t.Fatal(err)
 	}
 	c.WaitRunningPods(t, ns, "web", first, 2)
 	second, spare := pool.AddNode(t, "").Name, pool.AddNode(t, "").Name
 	before := map[string]nodeState{first: settledStateOf(t, c, first), second: settledStateOf(t, c, second), spare: settledStateOf(t, c, spare)}
+	waitDeploymentAvailable(t, c, ns, "web", 2)
+	history := watchAvailability(t, c, ns, "web")
 	ro := newRollout(t, "recovered", nmv1alpha1.NodeMaintenanceRolloutSpec{NodeNames: []string{first, second}})
 	createRollout(t, c, ro)
 	done := waitRollout(t, c, 3*time.Minute, ro.Name, "to succeed", rolloutPhase(nmv1alpha1.RolloutSucceeded))
@@ -97,8 +103,17 @@ func TestRolloutStartsTheNextNodeOnceTheWorkloadsRecovered(t *testing.T) {
 	if two.StartedAt == nil || two.StartedAt.Before(one.RecoveredAt) {
 		t.Errorf("node %s started at %v, before the workloads of %s recovered (%v)", second, two.StartedAt, first, one.RecoveredAt)
 	}
-	t.Logf("node %s restored at %s, its workloads recovered at %s; node %s started at %s", first, one.RestoredAt, one.RecoveredAt, second, two.StartedAt)
-	waitDeploymentAvailable(t, c, ns, "web", 2)
+	var short, whole time.Time
+	testcluster.WaitFor(t, time.Minute, "the watch to see Deployment web fall short after node "+first+" started, and come back", func(context.Context) (bool, error) {
+		short, whole = history.recoveredAfter(one.StartedAt.Time)
+		return !whole.IsZero(), nil
+	})
+	// Stamps are to the second: the node started no earlier than its stamp.
+	if whole.After(two.StartedAt.Add(time.Second)) {
+		t.Errorf("node %s started at %s, before Deployment web was whole again at %s", second, two.StartedAt, whole.Format(time.StampMilli))
+	}
+	t.Logf("node %s restored at %s, web short at %s and whole at %s, recovered at %s; node %s started at %s", first, one.RestoredAt,
+		short.Format(time.StampMilli), whole.Format(time.StampMilli), one.RecoveredAt, second, two.StartedAt)
 	assertRestoredAll(t, c, before)
 }
 
@@ -167,4 +182,65 @@ func waitDeploymentAvailable(t *testing.T, c *testcluster.Cluster, ns, name stri
 		}
 		return d.Status.AvailableReplicas == want, nil
 	})
+}
+
+// availabilityWatch records when a Deployment was fully available (as many
+// available and updated replicas as it wants) and when not.
+type availabilityWatch struct {
+	mu       sync.Mutex
+	changes  []availabilityChange
+	stop     context.CancelFunc
+	finished chan struct{}
+}
+
+type availabilityChange struct {
+	at    time.Time
+	whole bool
+}
+
+func watchAvailability(t *testing.T, c *testcluster.Cluster, ns, name string) *availabilityWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(bg())
+	w := &availabilityWatch{stop: cancel, finished: make(chan struct{})}
+	watcher, err := c.Clientset.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(w.finished)
+		defer watcher.Stop()
+		for ev := range watcher.ResultChan() {
+			if d, ok := ev.Object.(*appsv1.Deployment); ok {
+				want := ptr.Deref(d.Spec.Replicas, 1)
+				whole := d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= want && d.Status.UpdatedReplicas >= want
+				w.mu.Lock()
+				w.changes = append(w.changes, availabilityChange{time.Now(), whole})
+				w.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(w.done)
+	return w
+}
+
+func (w *availabilityWatch) done() {
+	w.stop()
+	<-w.finished
+}
+
+// recoveredAfter is when the Deployment was first seen short after since,
+// and when it was next seen whole; zero when not seen.
+func (w *availabilityWatch) recoveredAfter(since time.Time) (short, whole time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ch := range w.changes {
+		switch {
+		case ch.at.Before(since):
+		case short.IsZero() && !ch.whole:
+			short = ch.at
+		case !short.IsZero() && ch.whole:
+			return short, ch.at
+		}
+	}
+	return short, time.Time{}
 }
