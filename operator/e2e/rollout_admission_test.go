@@ -132,6 +132,11 @@ func TestRolloutBadInputIsRefusedNamingTheField(t *testing.T) {
 			"spec.step.timeout -1m0s must be positive"},
 		{"maxFailures with Halt", func(r *nmv1alpha1.NodeMaintenanceRollout) { r.Spec.MaxFailures = ptr.To[int32](2) },
 			"spec.maxFailures 2 has no effect with onFailure Halt"},
+		{"zero recoveryTimeout", func(r *nmv1alpha1.NodeMaintenanceRollout) { r.Spec.RecoveryTimeout = &metav1.Duration{} },
+			"spec.recoveryTimeout 0s must be positive (default 10m0s): it bounds the wait for the evicted workloads; to not wait for them, set recoveryGate: NodeReady"},
+		// The CRD's enum refuses it before the webhook sees it.
+		{"unknown recoveryGate", func(r *nmv1alpha1.NodeMaintenanceRollout) { r.Spec.RecoveryGate = "Pods" },
+			`spec.recoveryGate: Unsupported value: "Pods"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := stepRollout(testcluster.UniqueName(t, "nmr"), pool, ns)

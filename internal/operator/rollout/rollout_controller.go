@@ -2,9 +2,10 @@
 // of a set a few at a time, each through a child NodeMaintenance that it
 // creates and deletes (the NodeMaintenance controller does the lease, the
 // cordon, the drain and the exact restore), runs a step Job on each drained
-// node, soaks each restored node, and halts on failure.
+// node, waits for the workloads evicted from each restored node to recover,
+// soaks it, and halts on failure.
 //
-// The semantics, decided for issue #28:
+// The semantics, decided for issue #28 (the recovery gate for #29):
 //
 //   - The node set is resolved once, when status.nodes is empty: the nodes
 //     spec.nodeSelector matches, by name, or spec.nodeNames in order. A named
@@ -15,9 +16,9 @@
 //   - maxUnavailable (default 1) is a count or a percentage of the set,
 //     rounded down, at least 1 (validation.MaxUnavailableNodes). A node of
 //     the set is out of service when its row is Draining, StepRunning,
-//     Holding, Restoring or Soaking, or when it is unschedulable or NotReady,
-//     or a NodeMaintenance (ours, failed and held, or someone else's) holds
-//     it. The next Waiting row, in order, starts only while fewer than
+//     Holding, Restoring, Recovering or Soaking, or when it is unschedulable
+//     or NotReady, or a NodeMaintenance (ours, failed and held, or someone
+//     else's) holds it. The next Waiting row, in order, starts only while fewer than
 //     maxUnavailable nodes are out of service, and not while the rollout is
 //     paused, halted or deleted. A Waiting node out of service already
 //     (cordoned by hand, NotReady) starts even when the slots are taken:
@@ -25,7 +26,8 @@
 //   - Every decision is taken from the rollout read live from the API
 //     server and the cluster, never from memory, and the status is written
 //     before what it decides is done: a row is written Draining, with its
-//     child's name, before the child is created; StepRunning before its Job
+//     child's name and its workloads, before the child is created;
+//     StepRunning before its Job
 //     is created; Restoring before its child is deleted. Children and Jobs
 //     have deterministic names (<rollout>-<node>, hash-shortened when too
 //     long), and are got-or-created, so a pass that crashed between the two
@@ -40,8 +42,36 @@
 //     failed with the child's lastError.
 //   - Restoring ends when the child is gone (its finalizer restored the node
 //     exactly: a node cordoned by hand before stays cordoned) and the node
-//     is Ready (RestoredAt); Soaking then lasts soakFor; then Done. A node
+//     is Ready (RestoredAt); then Recovering, then Soaking, then Done. A node
 //     holds its slot until Done.
+//   - The recovery gate. When a row starts, its workloads are recorded: the
+//     node's pods are read live (field selector spec.nodeName), classified
+//     by the drain's own rules (drain.NewPlan with spec.drain, the node, the
+//     cordon taken to happen now, as the preview does), and the controllers
+//     of the pods to evict are kept as "Kind namespace/name": a ReplicaSet
+//     a Deployment controls as the Deployment, other ReplicaSets and
+//     StatefulSets as themselves; bare pods, Jobs, DaemonSets and other
+//     controllers are not waited for. Recovering lasts until the node is
+//     Ready and every recorded workload is fully available, as its
+//     controller's status says once it has seen the latest spec
+//     (observedGeneration): a Deployment with availableReplicas and
+//     updatedReplicas at spec.replicas, a ReplicaSet with availableReplicas,
+//     a StatefulSet with availableReplicas and readyReplicas. A workload
+//     that no longer exists is recovered; one that cannot be read is not.
+//     waitingForWorkloads names the others with their availability, and
+//     status.blockers names them while the next node waits for the slot.
+//     Then RecoveredAt, and Soaking. recoveryGate NodeReady skips the
+//     workloads: Recovering ends as soon as it starts. Past recoveryTimeout
+//     (default 10m) from RestoredAt the node fails ("workloads not
+//     recovered within recoveryTimeout ...", naming them), and onFailure
+//     decides (Halt halts, Continue counts it toward maxFailures; the node
+//     is restored already). The workloads are read with a get each, every
+//     few seconds (recoveryRetry) while a row recovers: no watch of every
+//     Deployment, ReplicaSet and StatefulSet of the cluster.
+//   - soakFor counts from RestoredAt, not from RecoveredAt: recovery and
+//     soak overlap, and a node is Done at the later of RecoveredAt and
+//     RestoredAt+soakFor. So soakFor is the least time a restored node is
+//     watched, and recoveryTimeout the most time its workloads are given.
 //   - onFailure Halt (default): the rollout halts at the first failure; the
 //     failed node's child is left as it is (the node stays as its maintenance
 //     left it), the nodes in progress finish. onFailure Continue: the failed
@@ -56,7 +86,9 @@
 // controller. The files follow it: controller (types, Reconcile, the
 // pass), phases (the scope and the runner), setup (watches), resolve (the
 // node set), slots (maxUnavailable and who starts), nodes (what the cluster
-// says, and each row's state machine), children (the child
+// says, and each row's state machine), workloads (what a row records and
+// reads for its recovery), recovery (the Recovering state, availability,
+// its blockers), children (the child
 // NodeMaintenances), step (the step Jobs), act (what a written status asks
 // for), status (phase, counts, conditions, the write, events) and finalize
 // (deletion).
@@ -127,7 +159,7 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !ro.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, s)
 	}
-	return runPhases(ctx, s, []phase{r.addFinalizer, r.resolve, r.observe, r.advanceRows, r.checkGates, r.startNodes, r.summarize, r.writeStatus, r.act, r.emitEvents})
+	return runPhases(ctx, s, []phase{r.addFinalizer, r.resolve, r.observe, r.advanceRows, r.checkGates, r.startNodes, r.recordWorkloads, r.summarize, r.writeStatus, r.act, r.emitEvents})
 }
 
 // addFinalizer comes first, written at once: no child may exist whose

@@ -18,8 +18,8 @@ import (
 )
 
 // observe reads what the cluster says about each node of the set: the
-// node, the NodeMaintenances of the node (ours, or someone else's), and the
-// step Job.
+// node, the NodeMaintenances of the node (ours, or someone else's), the
+// step Job, and for a restored node the workloads it waits for.
 func (r *RolloutReconciler) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
 	nms := &nmv1beta1.NodeMaintenanceList{}
 	if err := r.Client.List(ctx, nms); err != nil {
@@ -48,6 +48,7 @@ func (r *RolloutReconciler) observe(ctx context.Context, s *scope) (ctrl.Result,
 	for i := range jobs.Items {
 		s.observeJob(&jobs.Items[i])
 	}
+	r.readRecovery(ctx, s)
 	return ctrl.Result{}, nil
 }
 
@@ -91,7 +92,7 @@ func (r *RolloutReconciler) advanceRows(_ context.Context, s *scope) (ctrl.Resul
 }
 
 // advance is one row's state machine, pure. It returns how long until a
-// timer (hold, step timeout, soak) may move the row on, or 0.
+// timer (hold, step timeout, recovery, soak) may move the row on, or 0.
 func advance(row *nmv1alpha1.RolloutNode, o observed, ro *nmv1alpha1.NodeMaintenanceRollout, now time.Time) time.Duration {
 	spec := &ro.Spec
 	switch row.State {
@@ -106,7 +107,11 @@ func advance(row *nmv1alpha1.RolloutNode, o observed, ro *nmv1alpha1.NodeMainten
 		row.StepFinishedAt = stamp(now)
 		row.State = nmv1alpha1.NodeRestoring
 	case nmv1alpha1.NodeRestoring:
-		restored(row, o, now)
+		if restored(row, o, now) {
+			return recovering(row, o, ro, now)
+		}
+	case nmv1alpha1.NodeRecovering:
+		return recovering(row, o, ro, now)
 	case nmv1alpha1.NodeSoaking:
 		if left := until(row.RestoredAt, spec.SoakFor, now); left > 0 {
 			return left
@@ -137,24 +142,25 @@ func drained(row *nmv1alpha1.RolloutNode, o observed, ro *nmv1alpha1.NodeMainten
 	return 0
 }
 
-// restored moves a Restoring row to Soaking once its child is gone (its
-// finalizer let it go only once the node was restored as it was before:
-// schedulable, or cordoned if someone had cordoned it before) and the node
-// is Ready.
-func restored(row *nmv1alpha1.RolloutNode, o observed, now time.Time) {
+// restored moves a Restoring row to Recovering, and reports it, once its
+// child is gone (its finalizer let it go only once the node was restored
+// as it was before: schedulable, or cordoned if someone had cordoned it
+// before) and the node is Ready.
+func restored(row *nmv1alpha1.RolloutNode, o observed, now time.Time) bool {
 	if o.node == nil {
 		fail(row, fmt.Sprintf("node %s was deleted while it was restored", row.Name), now)
-		return
+		return false
 	}
 	if o.child != nil {
-		return
+		return false
 	}
 	if !validation.NodeReady(o.node) {
-		row.Reason = fmt.Sprintf("node %s is restored but not Ready: its slot is held, and its soak starts, once it is Ready", row.Name)
-		return
+		row.Reason = fmt.Sprintf("node %s is restored but not Ready: its slot is held, and its recovery and soak start, once it is Ready", row.Name)
+		return false
 	}
 	row.RestoredAt, row.Reason = stamp(now), ""
-	row.State = nmv1alpha1.NodeSoaking
+	row.State = nmv1alpha1.NodeRecovering
+	return true
 }
 
 // begin starts a row: its child is created once this is written (act).

@@ -28,6 +28,10 @@ type observed struct {
 	foreign string
 	// job is the node's step Job, if any.
 	job *batchv1.Job
+	// unrecovered are the row's workloads not fully available, each with
+	// its availability (Deployment a/web: 1 of 3 available), read for a
+	// restored row under recoveryGate Workloads (readRecovery).
+	unrecovered []string
 }
 
 // scope is what one pass works on.

@@ -31,7 +31,8 @@ func maxUnavailable(ro *nmv1alpha1.NodeMaintenanceRollout, total int) (int, erro
 // holdsSlot reports whether a row's state takes its node out of service.
 func holdsSlot(state nmv1alpha1.RolloutNodeState) bool {
 	switch state {
-	case nmv1alpha1.NodeDraining, nmv1alpha1.NodeStepRunning, nmv1alpha1.NodeHolding, nmv1alpha1.NodeRestoring, nmv1alpha1.NodeSoaking:
+	case nmv1alpha1.NodeDraining, nmv1alpha1.NodeStepRunning, nmv1alpha1.NodeHolding, nmv1alpha1.NodeRestoring,
+		nmv1alpha1.NodeRecovering, nmv1alpha1.NodeSoaking:
 		return true
 	}
 	return false

@@ -58,7 +58,7 @@ func (r *RolloutReconciler) summarize(_ context.Context, s *scope) (ctrl.Result,
 		}
 	}
 	st.Total = int32(len(st.Nodes))
-	st.Blockers = waitingForBlockers(st.Nodes)
+	st.Blockers = append(waitingForBlockers(st.Nodes), recoveryBlockers(s)...)
 	setGated(s)
 	why := s.problem
 	if why == "" {
@@ -179,7 +179,7 @@ func (r *RolloutReconciler) emitEvents(_ context.Context, s *scope) (ctrl.Result
 		case nmv1alpha1.NodeDraining:
 			r.Recorder.Eventf(s.ro, nil, corev1.EventTypeNormal, ReasonNodeStarted, "Start", "node %s started (wave %d): NodeMaintenance %s", row.Name, row.Wave, row.Maintenance)
 		case nmv1alpha1.NodeDone:
-			r.Recorder.Eventf(s.ro, nil, corev1.EventTypeNormal, ReasonNodeDone, "Done", "node %s maintained, restored and soaked", row.Name)
+			r.Recorder.Eventf(s.ro, nil, corev1.EventTypeNormal, ReasonNodeDone, "Done", "node %s maintained, restored, recovered and soaked", row.Name)
 		case nmv1alpha1.NodeFailed:
 			r.Recorder.Eventf(s.ro, nil, corev1.EventTypeWarning, ReasonNodeFailed, "Fail", "node %s failed: %s", row.Name, row.Reason)
 		}

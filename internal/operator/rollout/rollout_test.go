@@ -184,15 +184,7 @@ func TestAdvance(t *testing.T) {
 	withStep := nmv1alpha1.NodeMaintenanceRolloutSpec{Step: &nmv1alpha1.RolloutStep{Namespace: "ns", Timeout: sec(time.Minute)}}
 	failedChild := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "ro-a"}, Status: nmv1beta1.NodeMaintenanceStatus{Phase: nmv1beta1.MaintenanceFailed, LastError: "the drain timed out"}}
 	gone := observed{node: readyNode("a")}
-	for _, tc := range []struct {
-		name   string
-		row    nmv1alpha1.RolloutNode
-		obs    observed
-		spec   nmv1alpha1.NodeMaintenanceRolloutSpec
-		want   nmv1alpha1.RolloutNodeState
-		wait   time.Duration
-		reason string
-	}{
+	for _, tc := range []advanceCase{
 		{name: "draining, child not there yet", row: nmv1alpha1.RolloutNode{State: "Draining"}, obs: gone, want: "Draining"},
 		{name: "drained, with a step", row: nmv1alpha1.RolloutNode{State: "Draining"}, obs: observed{node: readyNode("a"), child: succeeded("a")}, spec: withStep, want: "StepRunning"},
 		{name: "drained, held", row: nmv1alpha1.RolloutNode{State: "Draining"}, obs: observed{node: readyNode("a"), child: succeeded("a")}, spec: nmv1alpha1.NodeMaintenanceRolloutSpec{HoldFor: sec(5 * time.Second)}, want: "Holding", wait: 6 * time.Second},
@@ -212,16 +204,33 @@ func TestAdvance(t *testing.T) {
 		{name: "soaking", row: nmv1alpha1.RolloutNode{State: "Soaking", RestoredAt: stamp(now)}, spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(2 * time.Second)}, want: "Soaking", wait: 3 * time.Second},
 		{name: "soaked", row: nmv1alpha1.RolloutNode{State: "Soaking", RestoredAt: drainedAt}, spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(2 * time.Second)}, want: "Done"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			row := tc.row
-			row.Name = "a"
-			ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro"}, Spec: tc.spec}
-			wait := advance(&row, tc.obs, ro, now)
-			if row.State != tc.want || wait != tc.wait || !strings.Contains(row.Reason, tc.reason) {
-				t.Errorf("got %s after %s (reason %q), want %s after %s (reason %q)", row.State, wait, row.Reason, tc.want, tc.wait, tc.reason)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.check(t) })
 	}
+}
+
+// advanceCase is one transition of a row: from row, with what the cluster
+// says, to state want after wait, with a reason that contains reason.
+type advanceCase struct {
+	name   string
+	row    nmv1alpha1.RolloutNode
+	obs    observed
+	spec   nmv1alpha1.NodeMaintenanceRolloutSpec
+	want   nmv1alpha1.RolloutNodeState
+	wait   time.Duration
+	reason string
+}
+
+// check advances the row of node a and returns it.
+func (tc advanceCase) check(t *testing.T) nmv1alpha1.RolloutNode {
+	t.Helper()
+	row := tc.row
+	row.Name = "a"
+	ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro"}, Spec: tc.spec}
+	wait := advance(&row, tc.obs, ro, now)
+	if row.State != tc.want || wait != tc.wait || !strings.Contains(row.Reason, tc.reason) {
+		t.Errorf("got %s after %s (reason %q), want %s after %s (reason %q)", row.State, wait, row.Reason, tc.want, tc.wait, tc.reason)
+	}
+	return row
 }
 
 func TestHaltReason(t *testing.T) {
@@ -304,7 +313,7 @@ func TestPassesStartNoMoreThanMaxUnavailable(t *testing.T) {
 	ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro", UID: "u1"}, Spec: nmv1alpha1.NodeMaintenanceRolloutSpec{
 		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}, MaxUnavailable: ptr.To(intstr.FromInt32(2))}}
 	objs := []client.Object{ro, readyNode("n3"), readyNode("n1"), readyNode("n2")}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(ro).Build()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(ro).WithIndex(&corev1.Pod{}, "spec.nodeName", podNode).Build()
 	r := &RolloutReconciler{Client: c, APIReader: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), Now: func() time.Time { return now }}
 	for range 3 {
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "ro"}}); err != nil {

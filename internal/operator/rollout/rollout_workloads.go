@@ -1,0 +1,196 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
+)
+
+// The workloads of the recovery gate are read live, one get each, only for
+// a node that starts (its pods, and the ReplicaSets of the pods to evict)
+// and for a restored node under recoveryGate Workloads: no cache, no watch
+// of every Deployment, ReplicaSet and StatefulSet of the cluster.
+//
+// +kubebuilder:rbac:groups=apps,resources=deployments;replicasets;statefulsets,verbs=get
+
+// The kinds of workload the recovery gate waits for.
+const (
+	kindDeployment  = "Deployment"
+	kindReplicaSet  = "ReplicaSet"
+	kindStatefulSet = "StatefulSet"
+)
+
+// workload is one Deployment, ReplicaSet or StatefulSet.
+type workload struct {
+	kind, namespace, name string
+}
+
+// String is the workload as a row records it: Kind namespace/name.
+func (w workload) String() string { return w.kind + " " + w.namespace + "/" + w.name }
+
+// parseWorkload reads a recorded workload; ok is false for anything else.
+func parseWorkload(s string) (w workload, ok bool) {
+	kind, key, ok1 := strings.Cut(s, " ")
+	ns, name, ok2 := strings.Cut(key, "/")
+	if !ok1 || !ok2 || ns == "" || name == "" {
+		return workload{}, false
+	}
+	return workload{kind: kind, namespace: ns, name: name}, true
+}
+
+// recordWorkloads records, in each row started by this pass, the workloads
+// whose pods its drain is going to evict. It runs before the status is
+// written, so the record is there before the child that evicts them is
+// created; a read that fails ends the pass before anything is written.
+func (r *RolloutReconciler) recordWorkloads(ctx context.Context, s *scope) (ctrl.Result, error) {
+	before := map[string]nmv1alpha1.RolloutNodeState{}
+	for _, row := range s.old.Nodes {
+		before[row.Name] = row.State
+	}
+	for i := range s.status.Nodes {
+		row := &s.status.Nodes[i]
+		if row.State != nmv1alpha1.NodeDraining || before[row.Name] == nmv1alpha1.NodeDraining {
+			continue
+		}
+		ws, err := r.evictedWorkloads(ctx, s, row.Name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		row.Workloads = ws
+	}
+	return ctrl.Result{}, nil
+}
+
+// evictedWorkloads reads the node's pods live and names the workloads a
+// drain under the rollout's spec.drain would evict pods of.
+func (r *RolloutReconciler) evictedWorkloads(ctx context.Context, s *scope, node string) ([]string, error) {
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
+		return nil, fmt.Errorf("list the pods of node %s for rollout %s (the workloads its recovery waits for): %w", node, s.ro.Name, err)
+	}
+	rules := drain.Rules{Policy: s.ro.Spec.Drain, Node: s.obs[node].node, CordonedAt: s.now, Now: s.now}
+	getRS := func(ctx context.Context, key client.ObjectKey) (*appsv1.ReplicaSet, error) {
+		rs := &appsv1.ReplicaSet{}
+		if err := r.APIReader.Get(ctx, key, rs); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		return rs, nil
+	}
+	ws, err := workloadsOf(ctx, pods.Items, rules, getRS)
+	if err != nil {
+		return nil, fmt.Errorf("the workloads on node %s of rollout %s: %w", node, s.ro.Name, err)
+	}
+	return ws, nil
+}
+
+// workloadsOf names, sorted, the workloads whose pods a drain under rules
+// evicts (drain.NewPlan, the rules the drain pass and the preview use):
+// the controllers of those pods, a ReplicaSet owned by a Deployment named
+// as the Deployment. Bare pods, Jobs, DaemonSets and other controllers are
+// not named: nothing the gate can read says when they are back. getRS
+// reads a ReplicaSet, nil when it does not exist (then nothing is waited
+// for).
+func workloadsOf(ctx context.Context, pods []corev1.Pod, rules drain.Rules, getRS func(context.Context, client.ObjectKey) (*appsv1.ReplicaSet, error)) ([]string, error) {
+	plan, err := drain.NewPlan(pods, rules)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, pod := range append(plan.ToEvict, plan.Last...) {
+		ref := metav1.GetControllerOf(&pod)
+		if ref == nil || !strings.HasPrefix(ref.APIVersion, "apps/") {
+			continue
+		}
+		w := workload{kind: ref.Kind, namespace: pod.Namespace, name: ref.Name}
+		switch ref.Kind {
+		case kindStatefulSet:
+		case kindReplicaSet:
+			rs, err := getRS(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name})
+			if err != nil {
+				return nil, fmt.Errorf("read ReplicaSet %s/%s of pod %s: %w", pod.Namespace, ref.Name, pod.Name, err)
+			}
+			if rs == nil {
+				continue
+			}
+			if owner := metav1.GetControllerOf(rs); owner != nil && owner.Kind == kindDeployment && strings.HasPrefix(owner.APIVersion, "apps/") {
+				w = workload{kind: kindDeployment, namespace: pod.Namespace, name: owner.Name}
+			}
+		default:
+			continue
+		}
+		seen[w.String()] = true
+	}
+	out := make([]string, 0, len(seen))
+	for w := range seen {
+		out = append(out, w)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// readRecovery reads, for each row whose recovery is decided this pass (a
+// Restoring row whose child is gone, a Recovering row) under recoveryGate
+// Workloads, which of its workloads are not fully available.
+func (r *RolloutReconciler) readRecovery(ctx context.Context, s *scope) {
+	if recoveryGate(s.ro) != nmv1alpha1.RecoveryWorkloads {
+		return
+	}
+	for _, row := range s.status.Nodes {
+		o := s.obs[row.Name]
+		deciding := row.State == nmv1alpha1.NodeRecovering || (row.State == nmv1alpha1.NodeRestoring && o.child == nil)
+		if !deciding {
+			continue
+		}
+		o.unrecovered = nil
+		for _, w := range row.Workloads {
+			if why := r.notRecovered(ctx, w); why != "" {
+				o.unrecovered = append(o.unrecovered, why)
+			}
+		}
+		s.obs[row.Name] = o
+	}
+}
+
+// notRecovered reads one recorded workload and says how available it is
+// while it is not fully available, "" once it is. A workload that no
+// longer exists is recovered (nothing is left to wait for), as is a
+// record of another kind. A workload that cannot be read is not: the gate
+// never proceeds blind, and recoveryTimeout bounds the wait.
+func (r *RolloutReconciler) notRecovered(ctx context.Context, recorded string) string {
+	w, ok := parseWorkload(recorded)
+	var obj client.Object
+	switch {
+	case !ok:
+		return ""
+	case w.kind == kindDeployment:
+		obj = &appsv1.Deployment{}
+	case w.kind == kindReplicaSet:
+		obj = &appsv1.ReplicaSet{}
+	case w.kind == kindStatefulSet:
+		obj = &appsv1.StatefulSet{}
+	default:
+		return ""
+	}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: w.namespace, Name: w.name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return ""
+	case err != nil:
+		return fmt.Sprintf("%s: cannot be read: %v", recorded, err)
+	}
+	if ok, how := availability(obj); !ok {
+		return recorded + ": " + how
+	}
+	return ""
+}
