@@ -313,7 +313,7 @@ const (
 	NodeRecovering RolloutNodeState = "Recovering"
 	// NodeSoaking: restored; waits to be Ready for soakFor.
 	NodeSoaking RolloutNodeState = "Soaking"
-	// NodeDone: maintained, restored and soaked.
+	// NodeDone: maintained, restored, recovered and soaked.
 	NodeDone RolloutNodeState = "Done"
 	// NodeFailed: its drain or its step failed; reason says why.
 	NodeFailed RolloutNodeState = "Failed"

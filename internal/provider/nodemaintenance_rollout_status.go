@@ -39,7 +39,7 @@ var rolloutStatusAttributes = statusTable[rolloutStatus]{
 	stringStatus("message", "What the rollout does, or why it halted, in a sentence.", func(s rolloutStatus) string { return s.Message }),
 	int64Status("total", "Nodes in the set, resolved once when the rollout starts.", func(s rolloutStatus) int { return int(s.Total) }),
 	int64Status("in_progress", "Nodes between `Draining` and `Soaking`.", func(s rolloutStatus) int { return int(s.InProgress) }),
-	int64Status("done", "Nodes `Done`: maintained, restored and soaked.", func(s rolloutStatus) int { return int(s.Done) }),
+	int64Status("done", "Nodes `Done`: maintained, restored, recovered and soaked.", func(s rolloutStatus) int { return int(s.Done) }),
 	int64Status("failed", "Nodes `Failed`.", func(s rolloutStatus) int { return int(s.Failed) }),
 	listStatus("nodes", "A row per node of the set, in the order they are started: "+rolloutNodeFields.describe()+".",
 		rolloutNodeType, rolloutNodes),

@@ -35,6 +35,6 @@ func immutable(field string, unchanged bool) Problems {
 		return nil
 	}
 	return Problems{fmt.Sprintf("%s cannot be changed after creation: create a new rollout with the new %s "+
-		"(deleting this one restores the nodes it holds); only paused, maxUnavailable, maxFailures, onFailure, holdFor, soakFor and reason can change",
+		"(deleting this one restores the nodes it holds); only paused, maxUnavailable, maxFailures, onFailure, holdFor, soakFor, reason, recoveryGate, recoveryTimeout, gates, window and notify can change",
 		field, field)}
 }
