@@ -272,3 +272,58 @@ func TestRolloutDeletedClearsMaintenancePlanned(t *testing.T) {
 	assertForeignPlanned(t, c, nodes[2], foreign)
 	assertRestoredAll(t, c, before)
 }
+
+// testRealNodeLifecycleConditions maintains a kubelet-run node: its
+// lifecycle conditions are there once it is drained, and still there after
+// the kubelet posted its node status at least twice (the Ready condition's
+// heartbeat moved on twice, two periods or more); the restore removes them,
+// and the node's lifecycle conditions are as before.
+func testRealNodeLifecycleConditions(t *testing.T, c *testcluster.Cluster, real *testcluster.RealNode) {
+	before := getNode(t, c, real.Name)
+	name := "lifecycle-" + real.Name
+	nm := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: real.Name, Reason: "real node lifecycle conditions e2e", Drain: &nmv1beta1.DrainPolicy{AllowLastSchedulableNode: true}}}
+	if err := c.Client.Create(bg(), nm); err != nil {
+		t.Fatalf("create NodeMaintenance %s for node %s: %v", name, real.Name, err)
+	}
+	t.Cleanup(func() { deleteMaintenance(t, c, name) })
+	waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded)
+	marked := waitOurConditions(t, c, real.Name, drained)
+	first := findCondition(marked, corev1.NodeReady).LastHeartbeatTime.Time
+	posts := map[time.Time]bool{}
+	want := first.Add(2 * testcluster.NodeStatusUpdateFrequency)
+	testcluster.WaitFor(t, time.Minute, fmt.Sprintf("the kubelet of %s to post its status twice, %s or more apart from %s", real.Name, 2*testcluster.NodeStatusUpdateFrequency, first), func(ctx context.Context) (bool, error) {
+		n := &corev1.Node{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: real.Name}, n); err != nil {
+			return false, err
+		}
+		if got := ourConditions(n); got != drained {
+			return false, fmt.Errorf("after %d status posts of the kubelet, the node's lifecycle conditions are %q, want %q", len(posts), got, drained)
+		}
+		hb := findCondition(n, corev1.NodeReady).LastHeartbeatTime.Time
+		if hb.After(first) {
+			posts[hb] = true
+		}
+		return len(posts) >= 2 && !hb.Before(want), nil
+	})
+	t.Logf("node %s: the kubelet posted its status %d times (Ready heartbeat %s to %s); the lifecycle conditions stayed: %s",
+		real.Name, len(posts), first.Format(time.TimeOnly), want.Format(time.TimeOnly), drained)
+	deleteMaintenance(t, c, name)
+	after := getNode(t, c, real.Name)
+	if ours := ourConditions(after); ours != "" {
+		t.Errorf("the restore left the operator's lifecycle conditions on node %s: %s", real.Name, ours)
+	}
+	lifecycle := func(n *corev1.Node) []corev1.NodeCondition {
+		var out []corev1.NodeCondition
+		for _, cond := range conditionsOf(n) {
+			if lifecycleType(cond.Type) {
+				out = append(out, cond)
+			}
+		}
+		return out
+	}
+	if !equality.Semantic.DeepEqual(lifecycle(before), lifecycle(after)) {
+		t.Errorf("node %s's lifecycle conditions are not as before:\nbefore %+v\nafter  %+v", real.Name, lifecycle(before), lifecycle(after))
+	}
+	assertNodeAsBefore(t, before, after)
+}
