@@ -21,14 +21,17 @@ import (
 //
 // +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch
 
-// markRound writes the conditions the drain round says: Draining, or
-// DrainDone once every pod that had to leave is gone.
+// markRound writes the conditions the drain round says, Draining or
+// DrainDone once every pod that had to leave is gone, after the pass's
+// status: the node never says Drained before the NodeMaintenance says
+// Succeeded, and nothing comes between the round's evictions and the status
+// that counts them. A pass cut off before it leaves them to the next one.
 func (r *NodeMaintenanceReconciler) markRound(ctx context.Context, s *scope) (ctrl.Result, error) {
 	stage := nodestate.Draining
 	if s.round.Done() {
 		stage = nodestate.DrainDone
 	}
-	r.markNode(ctx, s, stage)
+	s.onWritten(func() { r.markNode(ctx, s, stage) })
 	return ctrl.Result{}, nil
 }
 
