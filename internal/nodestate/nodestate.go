@@ -1,6 +1,7 @@
-// Package nodestate records what a maintenance changes on a Node and computes
-// how to put it back exactly as it was. It is pure logic: callers read and
-// patch the Node. The operator and the drain preview (package drain) share
+// Package nodestate records what a maintenance changes on a Node (the
+// cordon, the maintenance taints, the exclude-from-remediation label, the
+// KEP-5683 lifecycle conditions: conditions.go) and computes how to put it
+// back exactly as it was. It is pure logic: callers read and patch the Node. The operator and the drain preview (package drain) share
 // its taints.
 package nodestate
 
@@ -44,6 +45,12 @@ type Prior struct {
 	// CordonedAt is when the maintenance cordoned the node. Pods created later
 	// that tolerate the maintenance taints chose to run there, and are left alone.
 	CordonedAt time.Time `json:"cordonedAt"`
+	// Conditions are the node's lifecycle conditions of the maintenance's
+	// types (MaintenanceConditionTypes) that someone else wrote before the
+	// maintenance, exactly as they were: the restore puts them back. A
+	// record written before conditions were recorded has none, and reads
+	// the same (RestoreConditions then only removes the operator's own).
+	Conditions []corev1.NodeCondition `json:"conditions,omitempty"`
 }
 
 // Record captures the node's state before the maintenance touches it.
@@ -57,6 +64,7 @@ func Record(node *corev1.Node, now time.Time) Prior {
 	if v, ok := node.Labels[ExcludeFromRemediationLabel]; ok {
 		p.ExcludeLabel = &v
 	}
+	p.Conditions = recordConditions(node)
 	return p
 }
 

@@ -4,7 +4,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
+
+// NodeStatusUpdateFrequency is how often a real node's kubelet posts its
+// node status (its KubeletConfiguration's nodeStatusUpdateFrequency, which
+// also makes nodeStatusReportFrequency): every post stamps the heartbeats of
+// its conditions.
+const NodeStatusUpdateFrequency = 2 * time.Second
 
 func writeRealNodeFiles(n *RealNode, id string, cfg RealNodeConfig) error {
 	dir := n.Dir
@@ -96,8 +103,8 @@ evictionHard:
   nodefs.inodesFree: 1%%
   imagefs.available: 1%%
   imagefs.inodesFree: 1%%
-nodeStatusUpdateFrequency: 2s
-`, cgroupRootName(id), n.socket(), n.InternalIP, kubeletPort, filepath.Join(dir, "pod-logs"), filepath.Join(dir, "volume-plugins")),
+nodeStatusUpdateFrequency: %[7]s
+`, cgroupRootName(id), n.socket(), n.InternalIP, kubeletPort, filepath.Join(dir, "pod-logs"), filepath.Join(dir, "volume-plugins"), NodeStatusUpdateFrequency),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {

@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -60,12 +60,29 @@ type nodeState struct {
 	Taints        []corev1.Taint
 	Labels        map[string]string
 	Annotations   map[string]string
+	// Conditions are every condition, by type, as conditionsOf has them.
+	Conditions []corev1.NodeCondition
 }
 
 func stateOf(t *testing.T, c *testcluster.Cluster, node string) nodeState {
 	t.Helper()
 	n := getNode(t, c, node)
-	return nodeState{n.Spec.Unschedulable, n.Spec.Taints, n.Labels, n.Annotations}
+	return nodeState{n.Spec.Unschedulable, n.Spec.Taints, n.Labels, n.Annotations, conditionsOf(n)}
+}
+
+// conditionsOf are the node's conditions sorted by type, the heartbeats of
+// the kubelet's (kwok's) left out: they move on their own. The lifecycle
+// conditions of KEP-5683 are kept whole, times included.
+func conditionsOf(n *corev1.Node) []corev1.NodeCondition {
+	var out []corev1.NodeCondition
+	for _, cond := range n.Status.Conditions {
+		if !lifecycleType(cond.Type) {
+			cond.LastHeartbeatTime = metav1.Time{}
+		}
+		out = append(out, cond)
+	}
+	slices.SortFunc(out, func(a, b corev1.NodeCondition) int { return strings.Compare(string(a.Type), string(b.Type)) })
+	return out
 }
 
 // settledStateOf waits until kwok has made a new node Ready (no not-ready
@@ -86,7 +103,7 @@ func settledStateOf(t *testing.T, c *testcluster.Cluster, node string) nodeState
 
 func assertSameNodeState(t *testing.T, node string, before, after nodeState) {
 	t.Helper()
-	if !reflect.DeepEqual(before, after) {
+	if !equality.Semantic.DeepEqual(before, after) {
 		t.Errorf("node %s is not restored exactly:\nbefore %+v\nafter  %+v", node, before, after)
 	}
 }

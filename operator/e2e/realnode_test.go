@@ -48,6 +48,7 @@ func TestRealNodeMaintenance(t *testing.T) {
 	})
 
 	t.Run("real node", func(t *testing.T) { testRealNodeDrain(t, c, c.RealNodes[0]) })
+	t.Run("lifecycle conditions outlive the kubelet's status posts", func(t *testing.T) { testRealNodeLifecycleConditions(t, c, c.RealNodes[0]) })
 	t.Run("fake node beside it", func(t *testing.T) { testFakeNodeBesideRealOne(t, c) })
 	t.Run("rollout with a step on the real node", func(t *testing.T) { testRealNodeRolloutStep(t, c, c.RealNodes[0]) })
 }

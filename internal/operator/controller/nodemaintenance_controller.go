@@ -11,9 +11,27 @@
 // pass), lease (the lease, and the Succeeded pass that keeps it), timeout
 // (spec.drain.timeout and onTimeout), policy (the drain's rules), finalize
 // (the deletion pass), restore (the node given back: on deletion, on
-// failure, and the pass that finishes a restore), conditions, status (what
-// a pass writes, and how often) and progress (what passes remember between
-// them).
+// failure, and the pass that finishes a restore), conditions, lifecycle
+// (the node's lifecycle conditions), status (what a pass writes, and how
+// often) and progress (what passes remember between them).
+//
+// The maintained node reports the maintenance in the node lifecycle
+// conditions of KEP-5683 (lifecycle; alpha in Kubernetes 1.37, feature gate
+// NodeLifecycleConditions), which the KEP leaves to "an admin, or an
+// admin-authorized maintenance controller": MaintenanceInProgress=True
+// (reason AdminRequested) from the cordon on, with DrainInProgress=True
+// (AdminRequested) and Drained=False (DrainNotCompleted) while the drain
+// goes on; then DrainInProgress=False and Drained=True (both
+// DrainCompleted); after a drain timeout that leaves the node in
+// maintenance, DrainInProgress=False and Drained=False (DrainTimedOut).
+// Messages begin with nodestate.ConditionMarker and name the
+// NodeMaintenance. They are written with a strategic merge patch of the
+// node's status that names only these types, so the kubelet's conditions are
+// never rewritten. A foreign condition of these types (one without the
+// marker) that was on the node when the maintenance began is recorded with
+// the node's prior state; the maintenance writes over it, and the restore
+// puts it back exactly. The restore removes the rest of the operator's, and
+// leaves alone what someone else wrote during the maintenance.
 //
 // The controller-runtime cache holds NodeMaintenances, nodes, budgets and
 // leases; the pods are read from NodePods, which holds only the pods of the

@@ -57,7 +57,7 @@ func (r *NodeMaintenanceReconciler) holdLease(ctx context.Context, s *scope) (ct
 // keepMaintenance is the Succeeded pass: it holds the lease of the drained
 // node for as long as the maintenance lasts.
 func (r *NodeMaintenanceReconciler) keepMaintenance() []phase {
-	return append(r.observe(), r.leaseKept)
+	return append(r.observe(), r.markDrained, r.leaseKept)
 }
 
 // leaseKept says in the status that the lease is held, and comes back to

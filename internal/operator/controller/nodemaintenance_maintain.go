@@ -26,7 +26,7 @@ func (r *NodeMaintenanceReconciler) maintain() []phase {
 	return slices.Concat(
 		[]phase{r.waitForSlot, r.holdPods},
 		r.observe(),
-		[]phase{r.enterMaintenance, r.planDrain, r.evictRound, r.onTimeout, r.setDrainStatus, r.afterRound},
+		[]phase{r.enterMaintenance, r.planDrain, r.evictRound, r.onTimeout, r.setDrainStatus, r.markRound, r.afterRound},
 	)
 }
 

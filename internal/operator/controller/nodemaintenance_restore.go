@@ -73,11 +73,15 @@ func (r *NodeMaintenanceReconciler) failRestored(ctx context.Context, s *scope) 
 	return r.failWith(ctx, s, reason, s.status.LastError)
 }
 
-// restoreNode puts the node back as recorded and removes the record, so a
-// later restore never undoes what someone did to the node afterwards. A node
-// that no longer exists has nothing to restore.
+// restoreNode puts the node back as recorded (its spec and labels, then its
+// lifecycle conditions) and removes the record, so a later restore never
+// undoes what someone did to the node afterwards. A node that no longer
+// exists has nothing to restore.
 func (r *NodeMaintenanceReconciler) restoreNode(ctx context.Context, nm *nmv1beta1.NodeMaintenance, nodeName string, prior nodestate.Prior) error {
 	err := r.patchNode(ctx, nodeName, func(n *corev1.Node) bool { return nodestate.Restore(n, prior) })
+	if err == nil {
+		err = r.restoreConditions(ctx, nodeName, prior)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 )
 
 // ReasonForcedDelete is the event of a pod deleted by spec.drain.onTimeout
@@ -53,6 +54,7 @@ func (r *NodeMaintenanceReconciler) onTimeout(ctx context.Context, s *scope) (ct
 	}
 	switch {
 	case action == nmv1beta1.DrainTimeoutForce && !r.Options.AllowForceDrain:
+		r.markNode(ctx, s, nodestate.DrainStopped) // left in maintenance, no longer draining
 		return r.failWith(ctx, s, nmv1beta1.ReasonTimedOut, fmt.Sprintf("the drain of node %s timed out after %s (spec.drain.timeout) and spec.drain.onTimeout is Force, "+
 			"but this operator is not allowed to delete pods (install it with allow_force_drain = true, or --allow-force-drain); "+
 			"the node is left cordoned and tainted, and deleting this NodeMaintenance restores it. Left on the node: %s", s.node.Name, timeout, left))
@@ -63,6 +65,7 @@ func (r *NodeMaintenanceReconciler) onTimeout(ctx context.Context, s *scope) (ct
 			"the drain of node %s timed out after %s (spec.drain.timeout); the node was restored to its state from before "+
 				"the maintenance (spec.drain.onTimeout Restore). Left on the node at the timeout: %s", s.node.Name, timeout, left))
 	default:
+		r.markNode(ctx, s, nodestate.DrainStopped)
 		return r.failWith(ctx, s, nmv1beta1.ReasonTimedOut, fmt.Sprintf("the drain of node %s timed out after %s (spec.drain.timeout); the node is left cordoned and tainted "+
 			"(spec.drain.onTimeout Fail), and deleting this NodeMaintenance restores it. Left on the node: %s", s.node.Name, timeout, left))
 	}

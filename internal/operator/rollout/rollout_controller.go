@@ -81,6 +81,12 @@
 //   - Succeeded: every row Done or Failed, and not halted.
 //   - Deletion: the finalizer deletes every child and Job and waits until the
 //     children are gone (their own finalizers restore the nodes).
+//   - Node condition MaintenancePlanned (KEP-5683; rollout_planned.go): True
+//     on each Waiting node while the rollout is Progressing or Paused
+//     (reason MaintenanceWindow with spec.window, AdminRequested without),
+//     removed when the node starts and from every node when the rollout
+//     halts, succeeds or is deleted; a MaintenancePlanned someone else wrote
+//     is left alone.
 //
 // A pass is a list of phases run in order, as in the NodeMaintenance
 // controller. The files follow it: controller (types, Reconcile, the
@@ -90,8 +96,8 @@
 // reads for its recovery), recovery (the Recovering state, availability,
 // its blockers), children (the child
 // NodeMaintenances), step (the step Jobs), act (what a written status asks
-// for), status (phase, counts, conditions, the write, events) and finalize
-// (deletion).
+// for), status (phase, counts, conditions, the write, events), planned (the
+// nodes' MaintenancePlanned condition) and finalize (deletion).
 package rollout
 
 import (
@@ -159,7 +165,7 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !ro.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, s)
 	}
-	return runPhases(ctx, s, []phase{r.addFinalizer, r.resolve, r.observe, r.advanceRows, r.checkGates, r.startNodes, r.recordWorkloads, r.summarize, r.writeStatus, r.act, r.emitEvents})
+	return runPhases(ctx, s, []phase{r.addFinalizer, r.resolve, r.observe, r.advanceRows, r.checkGates, r.startNodes, r.recordWorkloads, r.summarize, r.writeStatus, r.act, r.emitEvents, r.markPlanned})
 }
 
 // addFinalizer comes first, written at once: no child may exist whose

@@ -18,12 +18,16 @@ import (
 // rollout are restoring their nodes; their deletion wakes the rollout first.
 const childrenGoneRetry = 2 * time.Second
 
-// finalize is the deletion pass: every child and step Job is deleted, and
-// the finalizer is removed once the children are gone, their own
-// finalizers having restored their nodes.
+// finalize is the deletion pass: the rollout's MaintenancePlanned leaves
+// every node of the set, every child and step Job is deleted, and the
+// finalizer is removed once the children are gone, their own finalizers
+// having restored their nodes.
 func (r *RolloutReconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(s.ro, nmv1alpha1.RolloutFinalizer) {
 		return ctrl.Result{}, nil
+	}
+	if err := r.unmarkPlanned(ctx, s); err != nil {
+		return ctrl.Result{}, err
 	}
 	children, err := r.children(ctx, s.ro)
 	if err != nil {

@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodeconditions"
+)
+
+// The node lifecycle conditions of KEP-5683 on the maintained node
+// (nodestate.MaintenanceConditions has the table): MaintenanceInProgress
+// from the cordon on, DrainInProgress while the drain goes on, Drained once
+// it is over; the restore gives back what was there before
+// (nodestate.RestoreConditions). They only report: a pass whose write of
+// them fails says so in the log and goes on, and the next pass writes them.
+//
+// +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch
+
+// markRound writes the conditions the drain round says, Draining or
+// DrainDone once every pod that had to leave is gone, after the pass's
+// status: the node never says Drained before the NodeMaintenance says
+// Succeeded, and nothing comes between the round's evictions and the status
+// that counts them. A pass cut off before it leaves them to the next one.
+func (r *NodeMaintenanceReconciler) markRound(ctx context.Context, s *scope) (ctrl.Result, error) {
+	stage := nodestate.Draining
+	if s.round.Done() {
+		stage = nodestate.DrainDone
+	}
+	s.onWritten(func() { r.markNode(ctx, s, stage) })
+	return ctrl.Result{}, nil
+}
+
+// markDrained keeps DrainDone on the node of a Succeeded maintenance (one
+// that succeeded under an operator that did not write them gets them now).
+func (r *NodeMaintenanceReconciler) markDrained(ctx context.Context, s *scope) (ctrl.Result, error) {
+	r.markNode(ctx, s, nodestate.DrainDone)
+	return ctrl.Result{}, nil
+}
+
+// markNode writes the conditions of stage over the node's, where the
+// maintenance may (nodestate.Prior.MayWrite): a failure is logged, not
+// returned, so that the drain never waits for a report of itself.
+func (r *NodeMaintenanceReconciler) markNode(ctx context.Context, s *scope, stage nodestate.Stage) {
+	want := nodestate.MaintenanceConditions(s.nm.Name, stage)
+	_, err := nodeconditions.Patch(ctx, r.Client, r.APIReader, s.nm.Spec.NodeName, func(n *corev1.Node) []nodestate.ConditionEdit {
+		return nodestate.SetConditions(n.Status.Conditions, want, s.prior.MayWrite, r.now())
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		log.FromContext(ctx).Error(err, "the node's lifecycle conditions are not written; the next pass tries again",
+			"node", s.nm.Spec.NodeName, "nodeMaintenance", s.nm.Name)
+	}
+}
+
+// restoreConditions gives the node back the lifecycle conditions prior
+// recorded (nodestate.RestoreConditions). Unlike markNode it returns its
+// error: the record must outlive the operator's conditions, or they would
+// stay on the node for good.
+func (r *NodeMaintenanceReconciler) restoreConditions(ctx context.Context, nodeName string, prior nodestate.Prior) error {
+	_, err := nodeconditions.Patch(ctx, r.Client, r.APIReader, nodeName, func(n *corev1.Node) []nodestate.ConditionEdit {
+		return nodestate.RestoreConditions(n.Status.Conditions, prior)
+	})
+	return err
+}
