@@ -65,6 +65,7 @@ func mutableProblems(s *v1alpha1.NodeMaintenanceRolloutSpec) Problems {
 	p = append(p, durationProblem("spec.holdFor", s.HoldFor, "0s holds each node not at all; e.g. 10m"))
 	p = append(p, durationProblem("spec.soakFor", s.SoakFor, "0s gives a node's slot to the next node as soon as it is Ready; e.g. 5m"))
 	p = append(p, failureProblems(s)...)
+	p = append(p, notifyProblems(s)...)
 	if len(s.Reason) > MaxReasonLength {
 		p = append(p, fmt.Sprintf("spec.reason is %d bytes long, more than %d: shorten it", len(s.Reason), MaxReasonLength))
 	}

@@ -68,13 +68,16 @@ func MaintenanceSource(name string) string {
 }
 
 // EventID is the id of an event: the object's UID, the resourceVersion of
-// the write that decided the transition, the type's last words and the
-// node, if any. A write decides each transition once, so the id is unique,
-// and a retry sends the same event with the same id.
-func EventID(uid, resourceVersion, eventType, node string) string {
+// the write that decided the transition, the type's last words and what
+// tells apart two events of one type in one write (the node). A write
+// decides each transition once, so the id is unique, and a retry sends the
+// same event with the same id.
+func EventID(uid, resourceVersion, eventType string, distinct ...string) string {
 	parts := []string{uid, resourceVersion, strings.TrimPrefix(eventType, "io.nodemaintenance.")}
-	if node != "" {
-		parts = append(parts, node)
+	for _, d := range distinct {
+		if d != "" {
+			parts = append(parts, d)
+		}
 	}
 	return strings.Join(parts, "/")
 }
