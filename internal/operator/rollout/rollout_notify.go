@@ -1,12 +1,7 @@
 package rollout
 
 import (
-	"context"
-	"fmt"
 	"slices"
-
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
@@ -75,7 +70,7 @@ func (r *RolloutReconciler) notifyWritten(s *scope, before *nmv1alpha1.NodeMaint
 	for _, n := range s.ro.Spec.Notify {
 		dest := notify.Destination{URL: n.URL}
 		if n.SecretRef != nil {
-			dest.Token = r.secretToken(*n.SecretRef)
+			dest.Token = notify.SecretToken(r.Secrets, r.Namespace, n.SecretRef.Name, n.SecretRef.Key)
 		}
 		for _, t := range ts {
 			if len(n.Events) == 0 || slices.Contains(n.Events, t.event) {
@@ -98,23 +93,7 @@ func rolloutEvent(s *scope, t transition) notify.Event {
 		ID: notify.EventID(string(s.ro.UID), s.ro.ResourceVersion, typ, node), Time: s.now, Data: data}
 }
 
-// secretToken reads the bearer token of a spec.notify entry at delivery:
-// the key of a Secret in the operator's namespace.
+// The Secrets of spec.notify[].secretRef are read from the cache, which
+// holds those of the operator's namespace only.
 //
 // +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch
-func (r *RolloutReconciler) secretToken(ref nmv1alpha1.SecretKeyRef) func(context.Context) (string, error) {
-	return func(ctx context.Context) (string, error) {
-		if r.Namespace == "" {
-			return "", fmt.Errorf("secretRef %s names a Secret in the operator's namespace, and the operator runs without one: set --namespace (or POD_NAMESPACE)", ref.Name)
-		}
-		secret := &corev1.Secret{}
-		if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: ref.Name}, secret); err != nil {
-			return "", fmt.Errorf("read Secret %s/%s of a notify secretRef: %w", r.Namespace, ref.Name, err)
-		}
-		v, ok := secret.Data[ref.Key]
-		if !ok {
-			return "", fmt.Errorf("key %q of a notify secretRef is not in Secret %s/%s: add it, or fix the secretRef", ref.Key, r.Namespace, ref.Name)
-		}
-		return string(v), nil
-	}
-}
