@@ -29,8 +29,10 @@ func notifyProblems(s *v1alpha1.NodeMaintenanceRolloutSpec) Problems {
 			}
 		}
 		if ref := n.SecretRef; ref != nil {
-			p = append(p, secretNameProblem(field+".secretRef.name", ref.Name))
-			p = append(p, secretKeyProblem(field+".secretRef.key", ref.Key))
+			p = append(p, secretRefProblem(field+".secretRef.name", ref.Name,
+				"the Secret, in the operator's namespace, that holds the bearer token", "Secret name", apivalidation.IsDNS1123Subdomain))
+			p = append(p, secretRefProblem(field+".secretRef.key", ref.Key,
+				"the key of the Secret's data that holds the bearer token", "Secret key", apivalidation.IsConfigMapKey))
 		}
 	}
 	return compact(p)
@@ -50,22 +52,14 @@ func NotifyURLProblem(field, raw string) string {
 	return ""
 }
 
-func secretNameProblem(field, name string) string {
-	if name == "" {
-		return field + " is empty: name the Secret, in the operator's namespace, that holds the bearer token"
+// secretRefProblem says what is wrong with a secretRef's name or key v:
+// empty (it must say what the field holds), or refused by valid.
+func secretRefProblem(field, v, holds, what string, valid func(string) []string) string {
+	if v == "" {
+		return fmt.Sprintf("%s is empty: name %s", field, holds)
 	}
-	if errs := apivalidation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return fmt.Sprintf("%s %q is not a Secret name: %s", field, name, strings.Join(errs, "; "))
-	}
-	return ""
-}
-
-func secretKeyProblem(field, key string) string {
-	if key == "" {
-		return field + " is empty: name the key of the Secret's data that holds the bearer token"
-	}
-	if errs := apivalidation.IsConfigMapKey(key); len(errs) > 0 {
-		return fmt.Sprintf("%s %q is not a Secret key: %s", field, key, strings.Join(errs, "; "))
+	if errs := valid(v); len(errs) > 0 {
+		return fmt.Sprintf("%s %q is not a %s: %s", field, v, what, strings.Join(errs, "; "))
 	}
 	return ""
 }
