@@ -312,14 +312,15 @@ func (r *ceReceiver) of(source string) []ceEvent {
 // if it gets more.
 func (r *ceReceiver) waitEvents(t *testing.T, source string, n int) []ceEvent {
 	t.Helper()
+	var got []ceEvent
 	testcluster.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d events of %s", n, source), func(context.Context) (bool, error) {
-		got := r.of(source)
-		if len(got) > n {
-			return false, fmt.Errorf("%d events, more than %d: %s", len(got), n, describeEvents(got))
-		}
-		return len(got) == n, nil
+		got = r.of(source)
+		return len(got) >= n, nil
 	})
-	return r.of(source)
+	if len(got) > n {
+		t.Fatalf("%d events of %s, more than %d: %s", len(got), source, n, describeEvents(got))
+	}
+	return got
 }
 
 func describeEvents(events []ceEvent) string {
