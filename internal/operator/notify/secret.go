@@ -14,7 +14,7 @@ import (
 // operator was started without one.
 func SecretToken(r client.Reader, namespace, name, key string) func(context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
-		if namespace == "" {
+		if r == nil || namespace == "" {
 			return "", fmt.Errorf("the bearer token is in Secret %s, in the operator's namespace, and the operator runs without one: set --namespace (or POD_NAMESPACE)", name)
 		}
 		secret := &corev1.Secret{}
