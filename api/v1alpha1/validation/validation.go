@@ -66,6 +66,7 @@ func mutableProblems(s *v1alpha1.NodeMaintenanceRolloutSpec) Problems {
 	p = append(p, durationProblem("spec.soakFor", s.SoakFor, "0s gives a node's slot to the next node as soon as it is Ready; e.g. 5m"))
 	p = append(p, failureProblems(s)...)
 	p = append(p, recoveryProblems(s)...)
+	p = append(p, notifyProblems(s)...)
 	if len(s.Reason) > MaxReasonLength {
 		p = append(p, fmt.Sprintf("spec.reason is %d bytes long, more than %d: shorten it", len(s.Reason), MaxReasonLength))
 	}

@@ -56,6 +56,7 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
 )
 
 // Event reasons. Those the medik8s node-maintenance-operator also emits use
@@ -157,6 +158,10 @@ type NodeMaintenanceReconciler struct {
 	Options Options
 	// Now is the clock, for tests.
 	Now func() time.Time
+	// Notify sends the maintenance events to NotifyTo (--notify-url); nil
+	// sends none.
+	Notify   *notify.Sender
+	NotifyTo []notify.Destination
 
 	mu    sync.Mutex
 	state map[types.UID]*progress

@@ -10,6 +10,7 @@ import (
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
 )
 
 // finalize is the pass of a deleted NodeMaintenance: it restores the node,
@@ -51,6 +52,10 @@ func (r *NodeMaintenanceReconciler) removeFinalizer(ctx context.Context, s *scop
 	}
 	r.Recorder.Eventf(s.nm, nil, corev1.EventTypeNormal, ReasonRemovedMaintenance, "Restore",
 		"Maintenance of node %s ended; the node was restored", s.nm.Spec.NodeName)
+	if !queued(s.nm) && s.nm.Status.Phase != "" {
+		// A maintenance that waited in the queue never had a node to give back.
+		r.notifyMaintenance(s.nm, notify.MaintenanceRestored, nil)
+	}
 	r.forget(s.nm)
 	return ctrl.Result{}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
 )
 
 // maintain is the Running pass: a slot under --max-unavailable, the lease,
@@ -114,6 +115,7 @@ func (r *NodeMaintenanceReconciler) enterMaintenance(ctx context.Context, s *sco
 			return s.writeFailed(err)
 		}
 		r.wrote(replaced, s.nm)
+		r.notifyMaintenance(s.nm, notify.MaintenanceStarted, nil)
 	}
 	if nodestate.InMaintenance(s.node) {
 		return ctrl.Result{}, nil
@@ -281,6 +283,7 @@ func (r *NodeMaintenanceReconciler) afterRound(ctx context.Context, s *scope) (c
 	}
 	s.onWritten(func() {
 		s.progress.blockedBackoff = backoff
+		r.notifyBlockers(s)
 		if debug := logger.V(1); debug.Enabled() {
 			debug.Info("drain pass", "node", s.node.Name, "pending", len(round.Pending), "blocked", round.Count(drain.Blocked),
 				"failed", round.Count(drain.Failed), "staying", round.Plan.SkippedSummary(), "requeueAfter", next)

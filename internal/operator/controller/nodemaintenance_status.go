@@ -61,12 +61,14 @@ func (r *NodeMaintenanceReconciler) writeStatus(ctx context.Context, nm *nmv1bet
 		return nil
 	}
 	status.LastUpdate = metav1.NewTime(r.now())
+	before := nm.Status.Phase
 	nm.Status = *status
 	replaced := nm.ResourceVersion
 	if err := r.Client.Status().Update(ctx, nm); err != nil {
 		return err
 	}
 	r.wrote(replaced, nm)
+	r.notifyPhase(before, nm)
 	return nil
 }
 

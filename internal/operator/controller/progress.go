@@ -27,6 +27,8 @@ type progress struct {
 	// up (newest).
 	written    *nmv1beta1.NodeMaintenance
 	superseded map[string]bool
+	// notifiedBlockers are the blockers of the last blocked notification.
+	notifiedBlockers []string
 }
 
 func (r *NodeMaintenanceReconciler) progressOf(nm *nmv1beta1.NodeMaintenance) *progress {

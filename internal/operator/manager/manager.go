@@ -30,6 +30,7 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
 )
 
 // Scheme is what the operator reads and writes.
@@ -127,6 +128,17 @@ type Options struct {
 	// LeaseDuration of the node leases.
 	LeaseDuration time.Duration
 	Controller    controller.Options
+
+	// NotifyURLs receive the events of every NodeMaintenance as CloudEvents
+	// (--notify-url); rollouts send theirs to their spec.notify.
+	NotifyURLs []string
+	// NotifyTokenFile holds the bearer token sent to NotifyURLs, read at
+	// each delivery (--notify-token-file); NotifyTokenSecret names it as
+	// <secret>/<key> of a Secret in Namespace (--notify-token-secret).
+	// Both empty: no token.
+	NotifyTokenFile, NotifyTokenSecret string
+	// Notify tunes the delivery of every notification (retries, timeouts).
+	Notify notify.Options
 }
 
 // local reports whether the operator runs out of cluster.
@@ -169,6 +181,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	o.Controller.MaxUnavailable = queueBeyond
+	sender, err := newSender(o)
+	if err != nil {
+		return nil, err
+	}
 
 	direct, err := client.New(cfg, client.Options{Scheme: Scheme})
 	if err != nil {
@@ -205,7 +221,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := addRunnables(ctx, mgr, cfg, o, refuseBeyond, certsReady); err != nil {
+	if err := mgr.Add(sender); err != nil {
+		return nil, err
+	}
+	if err := addRunnables(ctx, mgr, cfg, o, refuseBeyond, certsReady, sender); err != nil {
 		return nil, err
 	}
 	return mgr, nil

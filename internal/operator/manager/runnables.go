@@ -21,6 +21,7 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodepods"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/rollout"
 	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 )
@@ -32,11 +33,11 @@ import (
 // refuseBeyond is the --max-unavailable limit the webhook refuses creates
 // beyond (--max-unavailable-policy=Refuse); nil when the controller queues
 // them or there is no limit.
-func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, refuseBeyond *intstr.IntOrString, certsReady <-chan struct{}) error {
-	if err := addReconciler(ctx, mgr, cfg, o); err != nil {
+func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, refuseBeyond *intstr.IntOrString, certsReady <-chan struct{}, sender *notify.Sender) error {
+	if err := addReconciler(ctx, mgr, cfg, o, sender); err != nil {
 		return err
 	}
-	if err := addRolloutReconciler(mgr, o); err != nil {
+	if err := addRolloutReconciler(mgr, o, sender); err != nil {
 		return err
 	}
 	validating, err := addValidator(mgr, refuseBeyond, o.Controller.AllowForceDrain, certsReady)
@@ -49,7 +50,9 @@ func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Opt
 	return addChecks(mgr, validating)
 }
 
-func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options) error {
+// addReconciler adds the NodeMaintenance controller. sender, a Runnable of
+// the leader as the controllers that send, takes its events to --notify-url.
+func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, sender *notify.Sender) error {
 	clientset, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -69,6 +72,8 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 		Evictor:    drain.KubectlEvictor(&kubedrain.Helper{Client: clientset, GracePeriodSeconds: -1}),
 		Pods:       pods,
 		Options:    o.Controller,
+		Notify:     sender,
+		NotifyTo:   notifyDestinations(o, mgr.GetClient()),
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up the NodeMaintenance controller: %w", err)
@@ -79,13 +84,17 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 // addRolloutReconciler adds the NodeMaintenanceRollout controller, on the
 // leader as every controller: it creates and deletes the NodeMaintenances of
 // its nodes, which the NodeMaintenance controller maintains.
-func addRolloutReconciler(mgr ctrl.Manager, o Options) error {
+func addRolloutReconciler(mgr ctrl.Manager, o Options, sender *notify.Sender) error {
 	reconciler := &rollout.RolloutReconciler{
 		Client:             mgr.GetClient(),
 		APIReader:          mgr.GetAPIReader(),
 		Scheme:             mgr.GetScheme(),
 		Recorder:           mgr.GetEventRecorder("node-maintenance-rollout"),
 		SkipNameValidation: o.Controller.SkipNameValidation,
+		Notify:             sender,
+		// The cache holds the Secrets of the operator's namespace only.
+		Secrets:   mgr.GetClient(),
+		Namespace: o.Namespace,
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the NodeMaintenanceRollout controller: %w", err)

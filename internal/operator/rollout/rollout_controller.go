@@ -112,6 +112,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
 )
 
 // Event reasons of a rollout.
@@ -140,6 +141,12 @@ type RolloutReconciler struct {
 	SkipNameValidation bool
 	// Now is the clock, for tests.
 	Now func() time.Time
+	// Notify sends the notifications of spec.notify; nil sends none.
+	Notify *notify.Sender
+	// Secrets reads the Secrets of spec.notify[].secretRef, in Namespace,
+	// the operator's own.
+	Secrets   client.Reader
+	Namespace string
 }
 
 // The rollout is read live (get) and from the cache (list, watch, for the

@@ -157,10 +157,12 @@ func (r *RolloutReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Res
 	if equality.Semantic.DeepEqual(&s.ro.Status, s.status) {
 		return ctrl.Result{}, nil
 	}
+	before := s.ro.Status
 	s.ro.Status = *s.status.DeepCopy()
 	if err := r.Client.Status().Update(ctx, s.ro); err != nil {
 		return writeFailed(s, fmt.Errorf("write the status of rollout %s: %w", s.ro.Name, err))
 	}
+	r.notifyWritten(s, &before)
 	return ctrl.Result{}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -42,6 +43,9 @@ func main() {
 	flag.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "NodeMaintenances worked on at once.")
 	flag.IntVar(&o.Controller.EvictionParallelism, "eviction-parallelism", controller.DefaultEvictionParallelism, "Eviction calls in flight per node.")
 	flag.DurationVar(&o.Controller.LeaseRetryInterval, "lease-retry-interval", controller.DefaultLeaseRetryInterval, fmt.Sprintf("Wait before retrying a node lease that could not be obtained; more than %d failures after the drain started fail the maintenance.", nmv1beta1.MaxLeaseErrors))
+	flag.Func("notify-url", "Send the events of every NodeMaintenance (started, blocked, failed, succeeded, restored) as CloudEvents (structured JSON, HTTP POST) to this http or https URL; repeat the flag or separate URLs with commas. Rollouts send theirs to their spec.notify. See docs/guides/notifications.md.", listFlag(&o.NotifyURLs))
+	flag.StringVar(&o.NotifyTokenFile, "notify-token-file", "", "File whose content is sent to every --notify-url as the bearer token (Authorization: Bearer <token>), read at each delivery, e.g. a mounted Secret's key; empty: no token.")
+	flag.StringVar(&o.NotifyTokenSecret, "notify-token-secret", "", "<secret>/<key> of a Secret in the operator's namespace whose value is sent to every --notify-url as the bearer token, read at each delivery; instead of --notify-token-file.")
 	printVersion := flag.Bool("version", false, "Print the version and the commit the binary was built from, and exit.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -101,6 +105,19 @@ func buildRevision() string {
 		}
 	}
 	return rev + modified
+}
+
+// listFlag appends each item of a comma-separated value to *dst, so that
+// the flag may also be repeated.
+func listFlag(dst *[]string) func(string) error {
+	return func(v string) error {
+		for _, item := range strings.Split(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				*dst = append(*dst, item)
+			}
+		}
+		return nil
+	}
 }
 
 // gcPercent is the operator's GOGC unless the environment sets one.
