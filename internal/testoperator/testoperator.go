@@ -6,7 +6,6 @@ package testoperator
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
