@@ -1,7 +1,6 @@
 package validation
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -89,14 +88,7 @@ func TestValidateRolloutRefusesBadWindowsAndGates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := withGates(validRollout())
 			tt.modify(r)
-			err := ValidateRollout(r, false)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("got %v\nwant an error containing %q", err, tt.want)
-			}
-			var p Problems
-			if !errors.As(err, &p) || len(p) != 1 {
-				t.Fatalf("want exactly one problem, got %q", err)
-			}
+			assertOneProblem(t, ValidateRollout(r, false), tt.want)
 		})
 	}
 }

@@ -116,14 +116,6 @@ func New(days []string, start, end, timeZone string) (*Window, error) {
 // Location is the window's time zone.
 func (w *Window) Location() *time.Location { return w.loc }
 
-// length is how many minutes of wall clock the window spans: up to 24 hours.
-func (w *Window) length() int {
-	if w.end > w.start {
-		return w.end - w.start
-	}
-	return w.end - w.start + 24*60
-}
-
 // span is the window that starts on the calendar day of day (in the
 // window's zone), as instants: [open, close).
 func (w *Window) span(y int, m time.Month, d int) (opens, closes time.Time) {
