@@ -116,8 +116,8 @@ func New(days []string, start, end, timeZone string) (*Window, error) {
 // Location is the window's time zone.
 func (w *Window) Location() *time.Location { return w.loc }
 
-// span is the window that starts on the calendar day of day (in the
-// window's zone), as instants: [open, close).
+// span is the window that starts on the day y-m-d of the window's zone, as
+// instants: open from opens, closed again at closes.
 func (w *Window) span(y int, m time.Month, d int) (opens, closes time.Time) {
 	opens = wallClock(y, m, d, w.start, w.loc)
 	endDay := d
