@@ -6,6 +6,9 @@ import (
 	"context"
 	"flag"
 	"log"
+	// Rollout windows' time zones are checked at plan time, on machines
+	// that may lack /usr/share/zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 

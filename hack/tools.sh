@@ -30,7 +30,7 @@ export GOFLAGS=-buildvcs=false
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
 
-ALL_TOOLS=(etcd kubernetes kwok kwok-stages controller-gen tofu terraform staticcheck pulumi pulumi-language-yaml goreleaser)
+ALL_TOOLS=(etcd kubernetes kwok kwok-stages controller-gen tofu terraform staticcheck pulumi pulumi-language-yaml goreleaser prometheus)
 # Asked for by name only: `kubernetes` (in ALL_TOOLS) includes it.
 PART_TOOLS=(kube-control-plane)
 
@@ -49,6 +49,7 @@ tool_bins() {
     pulumi) echo pulumi ;;
     pulumi-language-yaml) echo pulumi-language-yaml ;;
     goreleaser) echo goreleaser ;;
+    prometheus) echo prometheus ;;
     *) echo "unknown tool: $1 (known: ${ALL_TOOLS[*]} ${PART_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
@@ -64,6 +65,7 @@ tool_version() {
     pulumi) echo "$PULUMI_VERSION" ;;
     pulumi-language-yaml) echo "$PULUMI_YAML_VERSION" ;;
     goreleaser) echo "$GORELEASER_VERSION" ;;
+    prometheus) echo "$PROMETHEUS_VERSION" ;;
   esac
 }
 # the tool whose directory (and lock) a tool shares
@@ -234,6 +236,17 @@ GO
       # install test). Its go.mod has no replaces, so go install builds it.
       GOBIN=$out go install -trimpath -ldflags "-s -w -X main.version=${version#v} -X main.builtBy=hack/tools.sh" \
         "github.com/goreleaser/goreleaser/v2@$version"
+      ;;
+    prometheus)
+      # The rollout's alert-gate tests scrape a target of the test and
+      # evaluate a rule. remove_all_sd leaves out every service discovery but
+      # file and http (plugins/*.go of the module), the bulk of its
+      # dependencies (cloud SDKs, client-go); without builtinassets the web
+      # UI is not embedded, the API is all the tests use. No replaces in its
+      # go.mod, so go install builds it.
+      GOBIN=$out go install -trimpath -tags remove_all_sd \
+        -ldflags "-s -w -X github.com/prometheus/common/version.Version=${version#v} -X github.com/prometheus/common/version.Branch=hack/tools.sh" \
+        "github.com/prometheus/prometheus/cmd/prometheus@$version"
       ;;
   esac
   if [ "$(tool_home "$tool")" = kubernetes ]; then

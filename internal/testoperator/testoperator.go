@@ -6,7 +6,6 @@ package testoperator
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,11 +99,4 @@ func WebhookAnswers(ctx context.Context, c *testcluster.Cluster) error {
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func FreePort() (int, error) { return testcluster.FreePort() }

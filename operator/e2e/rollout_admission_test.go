@@ -137,6 +137,21 @@ func TestRolloutBadInputIsRefusedNamingTheField(t *testing.T) {
 		// The CRD's enum refuses it before the webhook sees it.
 		{"unknown recoveryGate", func(r *nmv1alpha1.NodeMaintenanceRollout) { r.Spec.RecoveryGate = "Pods" },
 			`spec.recoveryGate: Unsupported value: "Pods"`},
+		{"unknown time zone", func(r *nmv1alpha1.NodeMaintenanceRollout) {
+			r.Spec.Window = &nmv1alpha1.MaintenanceWindow{Days: []string{"Sat"}, Start: "22:00", End: "04:00", TimeZone: "Europe/Atlantis"}
+		}, `spec.window.timeZone "Europe/Atlantis" is not a known IANA time zone`},
+		{"a window without days (the CRD's minItems)", func(r *nmv1alpha1.NodeMaintenanceRollout) {
+			r.Spec.Window = &nmv1alpha1.MaintenanceWindow{Days: []string{}, Start: "22:00", End: "04:00"}
+		}, "spec.window.days"},
+		{"an unknown day", func(r *nmv1alpha1.NodeMaintenanceRollout) {
+			r.Spec.Window = &nmv1alpha1.MaintenanceWindow{Days: []string{"Sat", "Someday"}, Start: "22:00", End: "4:00"}
+		}, `spec.window.days[1] "Someday" is not a day of the week`},
+		{"a gate URL that is not http(s)", func(r *nmv1alpha1.NodeMaintenanceRollout) {
+			r.Spec.Gates = &nmv1alpha1.RolloutGates{Prometheus: &nmv1alpha1.PrometheusGate{URL: "prometheus:9090", Query: "ALERTS"}}
+		}, `spec.gates.prometheus.url "prometheus:9090" is not an http or https URL`},
+		{"a gate query that does not parse", func(r *nmv1alpha1.NodeMaintenanceRollout) {
+			r.Spec.Gates = &nmv1alpha1.RolloutGates{Prometheus: &nmv1alpha1.PrometheusGate{URL: "http://prometheus:9090", Query: "sum(ALERTS"}}
+		}, `spec.gates.prometheus.query "sum(ALERTS" does not parse as PromQL: 1:11: parse error: unclosed left parenthesis`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := stepRollout(testcluster.UniqueName(t, "nmr"), pool, ns)

@@ -12,8 +12,8 @@ import (
 // problem at once (a Problems), or nil: spec.nodeSelector, spec.nodeNames,
 // spec.drain and spec.step cannot change (the rollout has resolved its
 // nodes, and its NodeMaintenances and Jobs follow them); spec.paused,
-// maxUnavailable, maxFailures, onFailure, holdFor, soakFor and reason may,
-// within the same rules as at creation.
+// maxUnavailable, maxFailures, onFailure, holdFor, soakFor, reason, window
+// and gates may, within the same rules as at creation.
 func ValidateRolloutUpdate(oldR, newR *v1alpha1.NodeMaintenanceRollout) error {
 	o, n := &oldR.Spec, &newR.Spec
 	var p Problems

@@ -2,8 +2,11 @@
 // for every side that checks them: the operator's admission webhook and the
 // provider's plan-time checks. Like api/v1beta1/validation, whose node-name
 // and spec.drain rules it reuses, it imports only the standard library,
-// k8s.io/apimachinery, k8s.io/api and the API types, so that the provider
-// can use it without linking controller-runtime.
+// k8s.io/apimachinery, k8s.io/api and the API types (with api/v1alpha1/window,
+// the window's parser), so that the provider can use it without linking
+// controller-runtime; and Prometheus's PromQL parser
+// (github.com/prometheus/prometheus/promql/parser), so that a gate query is
+// refused with Prometheus's own error at plan time as at admission.
 package validation
 
 import (
@@ -70,6 +73,8 @@ func mutableProblems(s *v1alpha1.NodeMaintenanceRolloutSpec) Problems {
 	if len(s.Reason) > MaxReasonLength {
 		p = append(p, fmt.Sprintf("spec.reason is %d bytes long, more than %d: shorten it", len(s.Reason), MaxReasonLength))
 	}
+	p = append(p, windowProblems(s.Window)...)
+	p = append(p, prometheusProblems(s.Gates)...)
 	return compact(p)
 }
 

@@ -78,6 +78,25 @@
 //     node's child (and Job) is deleted, so the node is restored, and the
 //     rollout halts once more than maxFailures (default 0) nodes failed.
 //   - paused starts no new node (phase Paused); in-progress nodes finish.
+//   - Gates (issue #29) are asked, in order, when a Waiting row could start
+//     (not paused, not halted); the first closed one holds every Waiting
+//     row, the later ones are not asked, and nodes in progress go on. The
+//     Gated condition (True with the gate's reason, False "GatesOpen") and
+//     a line of status.blockers say which gate holds and why.
+//   - The window gate (spec.window, api/v1alpha1/window): closed outside the
+//     window, reason OutsideWindow; status.nextWindowStart is the next
+//     opening, and the pass is asked for again at it, or within 5 minutes
+//     if that is sooner (a clock that jumps, a window changed by hand). A
+//     window belongs to the day it starts on; start and end are wall-clock
+//     times of its zone (a start skipped by a spring-forward change opens at
+//     the first instant after the gap; a fall-back night opens it once).
+//   - The Prometheus gate (spec.gates.prometheus), after the window: an
+//     instant query to <url>/api/v1/query, 10 s timeout, Go's default
+//     transport (proxy from the environment). Open only on a success with
+//     no series; series: reason AlertFiring, naming the query, the count and
+//     the first series' labels; no trustworthy answer (unreachable, non-2xx,
+//     an error status, not Prometheus's JSON): reason PrometheusUnreachable
+//     with the error. Closed, it is asked again every 15 s (gateRetry).
 //   - Succeeded: every row Done or Failed, and not halted.
 //   - Deletion: the finalizer deletes every child and Job and waits until the
 //     children are gone (their own finalizers restore the nodes).
@@ -97,7 +116,8 @@
 // its blockers), children (the child
 // NodeMaintenances), step (the step Jobs), act (what a written status asks
 // for), status (phase, counts, conditions, the write, events), planned (the
-// nodes' MaintenancePlanned condition) and finalize (deletion).
+// nodes' MaintenancePlanned condition), finalize (deletion), gates (the gate
+// phase), window and prometheus (the gates).
 package rollout
 
 import (

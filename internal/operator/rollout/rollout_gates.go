@@ -40,7 +40,7 @@ type gate func(ctx context.Context, s *scope) gateState
 // closed one holds the nodes, and the ones after it are not asked (no
 // query to Prometheus outside the window).
 func (r *RolloutReconciler) gates() []gate {
-	return nil
+	return []gate{windowGate, prometheusGate}
 }
 
 // checkGates asks the gates when a node could start now (a Waiting row, the

@@ -9,6 +9,10 @@ import (
 	"runtime/debug"
 	"strings"
 
+	// The time zones of rollout windows (spec.window.timeZone), for images
+	// and hosts without /usr/share/zoneinfo.
+	_ "time/tzdata"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 

@@ -6,6 +6,9 @@ package main
 import (
 	"context"
 	_ "embed"
+	// Rollout windows' time zones are checked at preview time, on machines
+	// that may lack /usr/share/zoneinfo.
+	_ "time/tzdata"
 
 	pftfbridge "github.com/pulumi/pulumi-terraform-bridge/v3/pkg/pf/tfbridge"
 
