@@ -301,11 +301,3 @@ func (c *clients) rolloutAPIError(diags *diag.Diagnostics, summary, what string,
 		c.apiError(diags, summary, what, err)
 	}
 }
-
-// orNull is s, or nil (JSON null) when empty.
-func orNull(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
