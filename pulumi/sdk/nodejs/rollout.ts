@@ -55,7 +55,7 @@ export class Rollout extends pulumi.CustomResource {
      */
     declare public /*out*/ readonly blockers: pulumi.Output<string[]>;
     /**
-     * Nodes `Done`: maintained, restored and soaked.
+     * Nodes `Done`: maintained, restored, recovered and soaked.
      */
     declare public /*out*/ readonly done: pulumi.Output<number>;
     /**
@@ -249,7 +249,7 @@ export interface RolloutState {
      */
     blockers?: pulumi.Input<pulumi.Input<string>[] | undefined>;
     /**
-     * Nodes `Done`: maintained, restored and soaked.
+     * Nodes `Done`: maintained, restored, recovered and soaked.
      */
     done?: pulumi.Input<number | undefined>;
     /**

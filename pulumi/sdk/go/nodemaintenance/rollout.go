@@ -20,7 +20,7 @@ type Rollout struct {
 
 	// What holds the next node, a sentence each: a closed gate, the window, workloads not yet recovered, someone else's NodeMaintenance; empty when nothing does.
 	Blockers pulumi.StringArrayOutput `pulumi:"blockers"`
-	// Nodes `Done`: maintained, restored and soaked.
+	// Nodes `Done`: maintained, restored, recovered and soaked.
 	Done pulumi.IntOutput `pulumi:"done"`
 	// How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
 	Drain RolloutDrainPtrOutput `pulumi:"drain"`
@@ -110,7 +110,7 @@ func GetRollout(ctx *pulumi.Context,
 type rolloutState struct {
 	// What holds the next node, a sentence each: a closed gate, the window, workloads not yet recovered, someone else's NodeMaintenance; empty when nothing does.
 	Blockers []string `pulumi:"blockers"`
-	// Nodes `Done`: maintained, restored and soaked.
+	// Nodes `Done`: maintained, restored, recovered and soaked.
 	Done *int `pulumi:"done"`
 	// How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
 	Drain *RolloutDrain `pulumi:"drain"`
@@ -168,7 +168,7 @@ type rolloutState struct {
 type RolloutState struct {
 	// What holds the next node, a sentence each: a closed gate, the window, workloads not yet recovered, someone else's NodeMaintenance; empty when nothing does.
 	Blockers pulumi.StringArrayInput
-	// Nodes `Done`: maintained, restored and soaked.
+	// Nodes `Done`: maintained, restored, recovered and soaked.
 	Done pulumi.IntPtrInput
 	// How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
 	Drain RolloutDrainPtrInput
@@ -406,7 +406,7 @@ func (o RolloutOutput) Blockers() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v *Rollout) pulumi.StringArrayOutput { return v.Blockers }).(pulumi.StringArrayOutput)
 }
 
-// Nodes `Done`: maintained, restored and soaked.
+// Nodes `Done`: maintained, restored, recovered and soaked.
 func (o RolloutOutput) Done() pulumi.IntOutput {
 	return o.ApplyT(func(v *Rollout) pulumi.IntOutput { return v.Done }).(pulumi.IntOutput)
 }

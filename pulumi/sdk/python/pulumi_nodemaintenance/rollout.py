@@ -361,7 +361,7 @@ class _RolloutState:
         Input properties used for looking up and filtering Rollout resources.
 
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] blockers: What holds the next node, a sentence each: a closed gate, the window, workloads not yet recovered, someone else's NodeMaintenance; empty when nothing does.
-        :param pulumi.Input[_builtins.int] done: Nodes `Done`: maintained, restored and soaked.
+        :param pulumi.Input[_builtins.int] done: Nodes `Done`: maintained, restored, recovered and soaked.
         :param pulumi.Input['RolloutDrainArgs'] drain: How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
         :param pulumi.Input[_builtins.int] failed: Nodes `Failed`.
         :param pulumi.Input['RolloutGatesArgs'] gates: Checks outside the rollout that hold the next node while they are closed; the nodes in progress finish. Updated in place.
@@ -461,7 +461,7 @@ class _RolloutState:
     @pulumi.getter
     def done(self) -> pulumi.Input[Optional[_builtins.int]]:
         """
-        Nodes `Done`: maintained, restored and soaked.
+        Nodes `Done`: maintained, restored, recovered and soaked.
         """
         return pulumi.get(self, "done")
 
@@ -961,7 +961,7 @@ class Rollout(pulumi.CustomResource):
         :param pulumi.Input[str] id: The unique provider ID of the resource to lookup.
         :param pulumi.ResourceOptions opts: Options for the resource.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] blockers: What holds the next node, a sentence each: a closed gate, the window, workloads not yet recovered, someone else's NodeMaintenance; empty when nothing does.
-        :param pulumi.Input[_builtins.int] done: Nodes `Done`: maintained, restored and soaked.
+        :param pulumi.Input[_builtins.int] done: Nodes `Done`: maintained, restored, recovered and soaked.
         :param pulumi.Input[Union['RolloutDrainArgs', 'RolloutDrainArgsDict', 'outputs.RolloutDrain']] drain: How the operator drains the node (`spec.drain`, see the drain policy guide). Without it, every pod `kubectl drain --ignore-daemonsets --delete-emptydir-data --force` would evict is evicted and the drain waits as long as it takes (the <span pulumi-lang-nodejs="`create`" pulumi-lang-dotnet="`Create`" pulumi-lang-go="`create`" pulumi-lang-python="`create`" pulumi-lang-yaml="`create`" pulumi-lang-java="`create`">`create`</span> timeout bounds only the apply). Changing it replaces the resource.
         :param pulumi.Input[_builtins.int] failed: Nodes `Failed`.
         :param pulumi.Input[Union['RolloutGatesArgs', 'RolloutGatesArgsDict', 'outputs.RolloutGates']] gates: Checks outside the rollout that hold the next node while they are closed; the nodes in progress finish. Updated in place.
@@ -1096,7 +1096,7 @@ class Rollout(pulumi.CustomResource):
     @pulumi.getter
     def done(self) -> pulumi.Output[_builtins.int]:
         """
-        Nodes `Done`: maintained, restored and soaked.
+        Nodes `Done`: maintained, restored, recovered and soaked.
         """
         return pulumi.get(self, "done")
 
