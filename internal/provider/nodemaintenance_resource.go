@@ -328,6 +328,10 @@ func (r *NodeMaintenanceResource) Delete(ctx context.Context, req resource.Delet
 	if apierrors.IsNotFound(err) {
 		return
 	}
+	if err != nil && ctx.Err() != nil { // interrupted during the request: the deletion may have gone through
+		interruptedRestore(&resp.Diagnostics, name, state.NodeName.ValueString())
+		return
+	}
 	if err != nil {
 		r.clients.apiError(&resp.Diagnostics, "Cannot Delete NodeMaintenance", fmt.Sprintf("Deleting NodeMaintenance %q", name), err)
 		return
@@ -337,9 +341,7 @@ func (r *NodeMaintenanceResource) Delete(ctx context.Context, req resource.Delet
 	defer cancel()
 	_, err = waitFor(waitCtx, r.clients.kube, name, gone, nil)
 	if err != nil && ctx.Err() != nil {
-		resp.Diagnostics.AddError("Interrupted While Waiting for the Node to Be Restored", fmt.Sprintf(
-			"NodeMaintenance %q is being deleted and the operator restores node %q, but destroy was interrupted before it was gone. "+
-				"It stays in the state: run destroy again to wait until the node is restored.", name, state.NodeName.ValueString()))
+		interruptedRestore(&resp.Diagnostics, name, state.NodeName.ValueString())
 		return
 	}
 	if err != nil {
@@ -351,6 +353,14 @@ func (r *NodeMaintenanceResource) Delete(ctx context.Context, req resource.Delet
 		return
 	}
 	tflog.Info(ctx, fmt.Sprintf("NodeMaintenance %s is gone; node %s is restored", name, state.NodeName.ValueString()))
+}
+
+// interruptedRestore says what an interrupted destroy left: a maintenance
+// being deleted (or about to be), which stays in the state.
+func interruptedRestore(diags *diag.Diagnostics, name, node string) {
+	diags.AddError("Interrupted While Waiting for the Node to Be Restored", fmt.Sprintf(
+		"NodeMaintenance %q is being deleted and the operator restores node %q, but destroy was interrupted before it was gone. "+
+			"It stays in the state: run destroy again to wait until the node is restored.", name, node))
 }
 
 // ImportState imports a NodeMaintenance by name.

@@ -282,6 +282,8 @@ func (r *RolloutResource) Delete(ctx context.Context, req resource.DeleteRequest
 func (r *RolloutResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+	// Not part of the rollout: an imported one is waited for, as by default.
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_completion"), true)...)
 }
 
 // rolloutAPIError is apiError for a request about a rollout: a cluster

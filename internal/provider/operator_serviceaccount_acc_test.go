@@ -371,6 +371,8 @@ func notUsedInThisCycle(grant string, used map[string]bool) string {
 	case resource == "batch/jobs" || strings.HasPrefix(resource, "nodemaintenance.io/nodemaintenancerollouts") ||
 		(resource == "nodemaintenance.medik8s.io/nodemaintenances" && (verb == "create" || verb == "delete")):
 		return "the NodeMaintenanceRollout controller: its children and step Jobs; this cycle runs no rollout (operator/e2e TestRollout* do)"
+	case verb == "get" && (resource == "apps/deployments" || resource == "apps/replicasets" || resource == "apps/statefulsets"):
+		return "a rollout's recovery gate reads the workloads evicted from a restored node; this cycle runs no rollout (operator/e2e TestRolloutRecovery* do)"
 	case verb == "create" && (resource == "authentication.k8s.io/tokenreviews" || resource == "authorization.k8s.io/subjectaccessreviews"):
 		return "--metrics-secure: the metrics endpoint checks each scraper's token and its right to get /metrics; this cycle does not scrape (operator/e2e TestSecureMetrics does)"
 	}
