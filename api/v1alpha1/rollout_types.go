@@ -1,3 +1,6 @@
+// This file is long on purpose: it is the whole NodeMaintenanceRollout API (spec, status and their documented
+// fields), kept in one file as kubebuilder projects keep one kind, so that the CRD and its docs read from one place.
+
 package v1alpha1
 
 import (

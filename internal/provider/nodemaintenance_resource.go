@@ -1,3 +1,6 @@
+// This file is a little over 400 lines: it is the nodemaintenance resource's CRUD (create, read, update, delete,
+// import) and their waits, which read best together; schema, model and plan live in files of their own.
+
 package provider
 
 import (
