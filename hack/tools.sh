@@ -234,7 +234,8 @@ GO
     terraform)
       copy_module_source github.com/hashicorp/terraform "$version" "$work/src"
       drop_missing_terraform_backends "$work/src"
-      (cd "$work/src" && go build -trimpath -ldflags "-s -w" -o "$out/terraform" .)
+      # version.dev=no: a release's version (1.16.4), not 1.16.4-dev.
+      (cd "$work/src" && go build -trimpath -ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" -o "$out/terraform" .)
       ;;
     pulumi)
       # pkg/v3 replaces sdk/v3 with ../sdk (a path outside the module zip):

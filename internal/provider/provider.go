@@ -186,6 +186,8 @@ func (p *NodeMaintenanceProvider) Configure(ctx context.Context, req provider.Co
 		map[string]any{"version": p.version, "user_agent": userAgent(p.version)})
 	resp.ResourceData = clients
 	resp.DataSourceData = clients
+	resp.ActionData = clients
+	resp.ListResourceData = clients
 }
 
 func (m providerModel) known() bool {

@@ -157,7 +157,7 @@ action "nodemaintenance_drain" "host" {
   config {
     node_name = %[1]q
     reason    = "the change of nodemaintenance.change"
-    drain {
+    drain = {
       timeout = "5m"
     }
   }

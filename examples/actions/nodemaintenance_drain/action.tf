@@ -7,7 +7,7 @@ action "nodemaintenance_drain" "node02" {
     reason    = "firmware update"
     timeout   = "30m"
 
-    drain {
+    drain = {
       timeout    = "20m"
       on_timeout = "Fail"
     }
