@@ -34,7 +34,7 @@ type scope struct {
 	// the lease; in a finalize pass, that prior is the record to restore
 	// from (adoptOnDelete). nodemaintenance_takeover.go says how.
 	adopting bool
-	node    *corev1.Node
+	node     *corev1.Node
 	// progress is what earlier passes of this maintenance remember.
 	progress *progress
 	// plan and round are the drain's, once planned and evicted.
