@@ -175,13 +175,13 @@ func (r *NodeMaintenanceReconciler) planDrain(ctx context.Context, s *scope) (ct
 		return ctrl.Result{}, fmt.Errorf("NodeMaintenance %s: %w", s.nm.Name, err)
 	}
 	s.plan = plan
-	// The counts are taken when the drain starts: the pass that first touches
-	// the node (a wait for the lease before it may already have set the
-	// phase), or a later one if that pass could not write its status.
 	if s.prior.Adopted && s.status.TotalPods == 0 && s.status.EvictionPods > 0 {
 		// The counts the other operator wrote are kept, but for its totalpods.
 		s.status.TotalPods = adoptedTotal(len(pods), s.status.EvictionPods, len(plan.Pending()))
 	}
+	// The counts are taken when the drain starts: the pass that first touches
+	// the node (a wait for the lease before it may already have set the
+	// phase), or a later one if that pass could not write its status.
 	if !s.touched || (s.status.TotalPods == 0 && s.status.EvictionPods == 0) {
 		s.status.Phase = nmv1beta1.MaintenanceRunning
 		s.status.TotalPods = len(pods)

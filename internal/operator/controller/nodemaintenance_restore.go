@@ -94,7 +94,7 @@ func (r *NodeMaintenanceReconciler) restoreNode(ctx context.Context, nm *nmv1bet
 		note := "Node restored: maintenance taints and label removed"
 		switch {
 		case prior.Adopted:
-			note = "Node uncordoned the medik8s way, its state from before the maintenance (adopted from another operator) not recorded: medik8s taints and label removed"
+			note = "Node uncordoned the medik8s way (the maintenance was adopted from another operator; its prior state was not recorded): medik8s taints and label removed"
 		case !prior.Unschedulable:
 			note = "Node uncordoned: maintenance taints and label removed"
 		}
