@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -121,18 +120,18 @@ func (c *phaseCollector) collectRunning(ch chan<- prometheus.Metric, nm *nmv1bet
 	ch <- prometheus.MustNewConstMetric(c.blockedByPDB, prometheus.GaugeValue, blocked, labels...)
 }
 
-var (
-	registerOnce sync.Once
-	phases       = newPhaseCollector()
-)
+var phases = newPhaseCollector()
 
-// registerMetrics adds the operator's metrics to the manager's registry once
-// per process; the phase gauge reads from the newest manager's cache (tests
-// start several managers in one process).
+// The operator's metrics are in the manager's registry from the start, as
+// controller-runtime's own are, so that everything the operator exports can
+// be described before a manager runs (deploy/monitoring's tests do).
+func init() {
+	metrics.Registry.MustRegister(drainDuration, evictions, evictionFailures, phases)
+}
+
+// registerMetrics points the phase gauges at the newest manager's cache
+// (tests start several managers in one process); before, they report none.
 func registerMetrics(reader client.Reader) {
-	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(drainDuration, evictions, evictionFailures, phases)
-	})
 	phases.reader.Store(&reader)
 }
 

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -88,15 +87,16 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-var (
-	registerOnce sync.Once
-	statuses     = newStatusCollector()
-)
+var statuses = newStatusCollector()
 
-// registerMetrics adds the rollout gauges to the manager's registry once per
-// process; they read from the newest manager's cache (tests start several
-// managers in one process).
+// Registered from the start, as the other metrics of the operator are; the
+// gauges report nothing until registerMetrics gives them a cache.
+func init() {
+	metrics.Registry.MustRegister(statuses)
+}
+
+// registerMetrics points the rollout gauges at the newest manager's cache
+// (tests start several managers in one process).
 func registerMetrics(reader client.Reader) {
-	registerOnce.Do(func() { metrics.Registry.MustRegister(statuses) })
 	statuses.reader.Store(&reader)
 }
