@@ -36,10 +36,16 @@ func TestEventsAndMetrics(t *testing.T) {
 		`nodemaintenance_maintenances{phase="Succeeded"}`,
 		`nodemaintenance_drain_duration_seconds_count`,
 		`nodemaintenance_evictions_total{result="evicted"}`,
+		`nodemaintenance_webhook_admissions_total{kind="NodeMaintenance",operation="CREATE",result="admitted"}`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics endpoint lacks %s", want)
 		}
+	}
+	// The per-object gauges (deploy/monitoring's alerts) follow only the
+	// Running maintenances: a Succeeded one has none.
+	if gone := fmt.Sprintf(`nodemaintenance_maintenance_running_since_timestamp_seconds{name=%q`, name); strings.Contains(body, gone) {
+		t.Errorf("metrics endpoint still reports %s after the maintenance succeeded", gone)
 	}
 
 	deleteMaintenance(t, c, name)
