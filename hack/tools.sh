@@ -30,7 +30,7 @@ export GOFLAGS=-buildvcs=false
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
 
-ALL_TOOLS=(etcd kubernetes kwok kwok-stages controller-gen tofu terraform staticcheck pulumi pulumi-language-yaml goreleaser prometheus)
+ALL_TOOLS=(etcd kubernetes kwok kwok-stages controller-gen tofu terraform staticcheck pulumi pulumi-language-yaml goreleaser prometheus promtool)
 # Asked for by name only: `kubernetes` (in ALL_TOOLS) includes it.
 PART_TOOLS=(kube-control-plane)
 
@@ -50,6 +50,7 @@ tool_bins() {
     pulumi-language-yaml) echo pulumi-language-yaml ;;
     goreleaser) echo goreleaser ;;
     prometheus) echo prometheus ;;
+    promtool) echo promtool ;;
     *) echo "unknown tool: $1 (known: ${ALL_TOOLS[*]} ${PART_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
@@ -65,7 +66,7 @@ tool_version() {
     pulumi) echo "$PULUMI_VERSION" ;;
     pulumi-language-yaml) echo "$PULUMI_YAML_VERSION" ;;
     goreleaser) echo "$GORELEASER_VERSION" ;;
-    prometheus) echo "$PROMETHEUS_VERSION" ;;
+    prometheus | promtool) echo "$PROMETHEUS_VERSION" ;;
   esac
 }
 # the tool whose directory (and lock) a tool shares
@@ -267,6 +268,16 @@ GO
       GOBIN=$out go install -trimpath -tags remove_all_sd \
         -ldflags "-s -w -X github.com/prometheus/common/version.Version=${version#v} -X github.com/prometheus/common/version.Branch=hack/tools.sh" \
         "github.com/prometheus/prometheus/cmd/prometheus@$version"
+      ;;
+    promtool)
+      # `promtool check rules` and `promtool test rules` over the alert rules
+      # of deploy/monitoring (TestAlertRules). The same tag as prometheus: its
+      # plugins import stays, so remove_all_sd keeps the cloud SDKs out; it
+      # still imports the kubernetes discovery itself (for `check config`),
+      # so client-go is built. Its own directory, so either builds alone.
+      GOBIN=$out go install -trimpath -tags remove_all_sd \
+        -ldflags "-s -w -X github.com/prometheus/common/version.Version=${version#v} -X github.com/prometheus/common/version.Branch=hack/tools.sh" \
+        "github.com/prometheus/prometheus/cmd/promtool@$version"
       ;;
   esac
   if [ "$(tool_home "$tool")" = kubernetes ]; then

@@ -240,8 +240,8 @@ func (r *release) hostZip(t *testing.T) releaseZip {
 
 // checkLayout checks what the registry and the mirrors need: a zip per
 // platform holding the binary terraform-provider-nodemaintenance_v<version>
-// at its top, every zip and the manifest in SHA256SUMS with its real
-// checksum, and the manifest announcing protocol 6.
+// at its top, every zip, the manifest and the monitoring files in SHA256SUMS
+// with their real checksums, and the manifest announcing protocol 6.
 func (r *release) checkLayout(t *testing.T) {
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$`).MatchString(r.version) {
 		t.Errorf("the snapshot's version %q is not a semantic version without build metadata: the CLIs cannot pin it", r.version)
@@ -272,6 +272,15 @@ func (r *release) checkLayout(t *testing.T) {
 	}
 	manifest := fmt.Sprintf("%s_%s_manifest.json", releaseProject, r.version)
 	want[manifest] = true
+	// The extra files of .goreleaser.yml, by their name in the release: the
+	// manifest and the operator's monitoring files.
+	extra := map[string]string{manifest: "terraform-registry-manifest.json"}
+	for _, f := range []string{"prometheus-rules.yaml", "grafana-dashboard.json"} {
+		extra[fmt.Sprintf("%s_%s_%s", releaseProject, r.version, f)] = filepath.Join("deploy", "monitoring", f)
+	}
+	for name := range extra {
+		want[name] = true
+	}
 	for name := range want {
 		sum, ok := r.sums[name]
 		if !ok {
@@ -279,9 +288,9 @@ func (r *release) checkLayout(t *testing.T) {
 			continue
 		}
 		path := filepath.Join(r.dist, name)
-		if name == manifest {
+		if src, ok := extra[name]; ok {
 			root, _ := testcluster.RepoRoot()
-			path = filepath.Join(root, "terraform-registry-manifest.json")
+			path = filepath.Join(root, src)
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
