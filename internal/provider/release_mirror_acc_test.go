@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
@@ -240,7 +241,7 @@ func (r *release) hostZip(t *testing.T) releaseZip {
 
 // checkLayout checks what the registry and the mirrors need: a zip per
 // platform holding the binary terraform-provider-nodemaintenance_v<version>
-// at its top, every zip and the manifest in SHA256SUMS with its real
+// at its top, every zip, the manifest and the operator YAML in SHA256SUMS with its real
 // checksum, and the manifest announcing protocol 6.
 func (r *release) checkLayout(t *testing.T) {
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$`).MatchString(r.version) {
@@ -272,6 +273,8 @@ func (r *release) checkLayout(t *testing.T) {
 	}
 	manifest := fmt.Sprintf("%s_%s_manifest.json", releaseProject, r.version)
 	want[manifest] = true
+	// The operator's installation without Terraform, released beside the provider.
+	want[config.ManifestFile] = true
 	for name := range want {
 		sum, ok := r.sums[name]
 		if !ok {
@@ -279,9 +282,12 @@ func (r *release) checkLayout(t *testing.T) {
 			continue
 		}
 		path := filepath.Join(r.dist, name)
-		if name == manifest {
-			root, _ := testcluster.RepoRoot()
+		root, _ := testcluster.RepoRoot()
+		switch name {
+		case manifest:
 			path = filepath.Join(root, "terraform-registry-manifest.json")
+		case config.ManifestFile:
+			path = filepath.Join(root, "deploy", config.ManifestFile)
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
