@@ -29,6 +29,18 @@ import (
 // in, not a copy of them.
 func plannedDefaultOperator(t *testing.T) config.OperatorOptions {
 	t.Helper()
+	m := plannedDefaultOperatorModel(t)
+	opts, diags := m.applyOptions(context.Background())
+	if diags.HasError() {
+		t.Fatalf("options of the planned operator: %v", diags)
+	}
+	return opts
+}
+
+// plannedDefaultOperatorModel is the planned model of a
+// nodemaintenance_operator with no attributes set.
+func plannedDefaultOperatorModel(t *testing.T) operatorResourceModel {
+	t.Helper()
 	ctx := context.Background()
 	schemaResp := &resource.SchemaResponse{}
 	(&OperatorResource{}).Schema(ctx, resource.SchemaRequest{}, schemaResp)
@@ -66,11 +78,7 @@ func plannedDefaultOperator(t *testing.T) config.OperatorOptions {
 	if diags := (tfsdk.Plan{Schema: sch, Raw: planned}).Get(ctx, &m); diags.HasError() {
 		t.Fatalf("read the planned operator: %v", diags)
 	}
-	opts, diags := m.applyOptions(ctx)
-	if diags.HasError() {
-		t.Fatalf("options of the planned operator: %v", diags)
-	}
-	return opts
+	return m
 }
 
 // The committed deploy/node-maintenance-operator.yaml is, object by object,
