@@ -48,7 +48,7 @@ func Manifest(objs []client.Object) ([]byte, error) {
 	var out bytes.Buffer
 	out.WriteString(manifestHeader)
 	for _, obj := range objs {
-		doc, err := ManifestDocument(obj)
+		doc, err := manifestDocument(obj)
 		if err != nil {
 			return nil, err
 		}
@@ -62,9 +62,9 @@ func Manifest(objs []client.Object) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// ManifestDocument is obj as a document of the manifest: its JSON (what
+// manifestDocument is obj as a document of the manifest: its JSON (what
 // server-side apply sends) as a map, without status and creationTimestamp.
-func ManifestDocument(obj client.Object) (map[string]any, error) {
+func manifestDocument(obj client.Object) (map[string]any, error) {
 	body, err := json.Marshal(obj)
 	if err != nil {
 		return nil, fmt.Errorf("render %s %s as JSON: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
