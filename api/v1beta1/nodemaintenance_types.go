@@ -172,6 +172,12 @@ const (
 	ReasonTimedOut     = "TimedOut"
 	ReasonForced       = "Forced"
 	ReasonFailed       = "Failed"
+	// ReasonAdopted: Cordoned is True for a maintenance that another
+	// medik8s-compatible operator started and this one took over. Its node's
+	// state from before was not recorded, so deleting the NodeMaintenance
+	// restores the node the medik8s way (uncordoned, the medik8s taints and
+	// the exclude-from-remediation label removed); the message says so.
+	ReasonAdopted = "Adopted"
 	// ReasonWaitingForSlot: Queued is True, behind the maintenances its
 	// message names.
 	ReasonWaitingForSlot = "WaitingForSlot"

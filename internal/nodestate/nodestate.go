@@ -51,6 +51,12 @@ type Prior struct {
 	// record written before conditions were recorded has none, and reads
 	// the same (RestoreConditions then only removes the operator's own).
 	Conditions []corev1.NodeCondition `json:"conditions,omitempty"`
+	// Adopted says the maintenance was started by another medik8s-compatible
+	// operator and taken over (AdoptedPrior): the node's state from before
+	// it was never recorded, and the restore is that operator's own:
+	// uncordoned, the maintenance taints and the exclude-from-remediation
+	// label removed.
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // Record captures the node's state before the maintenance touches it.

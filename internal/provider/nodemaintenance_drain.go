@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	actschema "github.com/hashicorp/terraform-plugin-framework/action/schema"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	dsschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -79,14 +80,16 @@ var drainFields = []drainField{
 
 // drainField is one attribute of the drain block: its Terraform name, the
 // name of its field in spec.drain (the JSON name, as API errors quote it),
-// its type, its schema (description and validators) in the resource and in
-// a data source, and how it is written to and read from the DrainPolicy.
+// its type, its schema (description and validators) in the resource, in a
+// data source and in an action, and how it is written to and read from the
+// DrainPolicy.
 // The constructors below build each kind.
 type drainField struct {
 	name, spec string
 	typ        attr.Type
 	resource   schema.Attribute
 	dataSource dsschema.Attribute
+	action     actschema.Attribute
 	// toSpec sets the field from a known, non-null value of the block;
 	// errors are attribute errors at at.
 	toSpec func(v attr.Value, p *nmv1beta1.DrainPolicy, at path.Path) diag.Diagnostics
@@ -99,6 +102,7 @@ func stringRow(name, spec, desc string, validators []validator.String) drainFiel
 	return drainField{name: name, spec: spec, typ: types.StringType,
 		resource:   schema.StringAttribute{Optional: true, MarkdownDescription: desc, Validators: validators},
 		dataSource: dsschema.StringAttribute{Optional: true, MarkdownDescription: desc, Validators: validators},
+		action:     actschema.StringAttribute{Optional: true, MarkdownDescription: desc, Validators: validators},
 	}
 }
 
@@ -194,6 +198,7 @@ func int64Field(name, spec, desc string, validators []validator.Int64, field fun
 	return drainField{name: name, spec: spec, typ: types.Int64Type,
 		resource:   schema.Int64Attribute{Optional: true, MarkdownDescription: desc, Validators: validators},
 		dataSource: dsschema.Int64Attribute{Optional: true, MarkdownDescription: desc, Validators: validators},
+		action:     actschema.Int64Attribute{Optional: true, MarkdownDescription: desc, Validators: validators},
 		toSpec: func(v attr.Value, p *nmv1beta1.DrainPolicy, _ path.Path) diag.Diagnostics {
 			*field(p) = v.(types.Int64).ValueInt64Pointer()
 			return nil
@@ -207,6 +212,7 @@ func boolField(name, spec, desc string, field func(*nmv1beta1.DrainPolicy) *bool
 	return drainField{name: name, spec: spec, typ: types.BoolType,
 		resource:   schema.BoolAttribute{Optional: true, MarkdownDescription: desc},
 		dataSource: dsschema.BoolAttribute{Optional: true, MarkdownDescription: desc},
+		action:     actschema.BoolAttribute{Optional: true, MarkdownDescription: desc},
 		toSpec: func(v attr.Value, p *nmv1beta1.DrainPolicy, _ path.Path) diag.Diagnostics {
 			*field(p) = v.(types.Bool).ValueBool()
 			return nil
@@ -221,6 +227,7 @@ func optionalBoolField(name, spec, desc string, field func(*nmv1beta1.DrainPolic
 	return drainField{name: name, spec: spec, typ: types.BoolType,
 		resource:   schema.BoolAttribute{Optional: true, MarkdownDescription: desc},
 		dataSource: dsschema.BoolAttribute{Optional: true, MarkdownDescription: desc},
+		action:     actschema.BoolAttribute{Optional: true, MarkdownDescription: desc},
 		toSpec: func(v attr.Value, p *nmv1beta1.DrainPolicy, _ path.Path) diag.Diagnostics {
 			*field(p) = v.(types.Bool).ValueBoolPointer()
 			return nil
@@ -268,6 +275,15 @@ func drainDataSourceAttribute(description string) dsschema.Attribute {
 		attrs[f.name] = f.dataSource
 	}
 	return dsschema.SingleNestedAttribute{Optional: true, MarkdownDescription: description, Attributes: attrs}
+}
+
+// drainActionAttribute is the same block in an action's schema.
+func drainActionAttribute(description string) actschema.Attribute {
+	attrs := make(map[string]actschema.Attribute, len(drainFields))
+	for _, f := range drainFields {
+		attrs[f.name] = f.action
+	}
+	return actschema.SingleNestedAttribute{Optional: true, MarkdownDescription: description, Attributes: attrs}
 }
 
 // drainPolicy turns the drain block into spec.drain; nil without a block.
@@ -329,13 +345,19 @@ func (validDrain) ValidateResource(ctx context.Context, req resource.ValidateCon
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	p, diags := drainPolicy(ctx, block)
-	resp.Diagnostics.Append(diags...)
-	if diags.HasError() || p == nil {
+	checkDrainBlock(ctx, block, &resp.Diagnostics)
+}
+
+// checkDrainBlock adds what the webhook would refuse in the drain block to
+// diags, at the block's path.
+func checkDrainBlock(ctx context.Context, block types.Object, diags *diag.Diagnostics) {
+	p, d := drainPolicy(ctx, block)
+	diags.Append(d...)
+	if d.HasError() || p == nil {
 		return
 	}
 	if err := validation.ValidateDrain(p, true); err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("drain"), "Invalid Drain Policy", terraformNames(err.Error()))
+		diags.AddAttributeError(path.Root("drain"), "Invalid Drain Policy", terraformNames(err.Error()))
 	}
 }
 

@@ -186,6 +186,7 @@ func (r *NodeMaintenanceResource) Create(ctx context.Context, req resource.Creat
 	}
 	tflog.Info(ctx, fmt.Sprintf("NodeMaintenance %s created for node %s; waiting up to %s for the drain (time queued behind other maintenances under max_unavailable counts)", name, nm.Spec.NodeName, timeout))
 	plan.ID = types.StringValue(name)
+	setIdentity(ctx, resp.Identity, name, &resp.Diagnostics)
 
 	got, deleted := r.awaitDrain(ctx, name, timeout, &resp.Diagnostics, "apply")
 	if deleted {
@@ -271,6 +272,7 @@ func (r *NodeMaintenanceResource) Read(ctx context.Context, req resource.ReadReq
 	}
 	resp.Diagnostics.Append(state.setStatus(ctx, nm)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	setIdentity(ctx, resp.Identity, nm.Name, &resp.Diagnostics)
 }
 
 // Update changes the reason in place (the node cannot change: that replaces).
@@ -287,6 +289,7 @@ func (r *NodeMaintenanceResource) Update(ctx context.Context, req resource.Updat
 		return
 	}
 	plan.ID = state.ID
+	setIdentity(ctx, resp.Identity, name, &resp.Diagnostics)
 	if !state.inProgress() {
 		// The status stays as planned (the prior state's); the next refresh reads it.
 		plan.statusModel = state.statusModel
@@ -364,12 +367,6 @@ func interruptedRestore(diags *diag.Diagnostics, name, node string) {
 	diags.AddError("Interrupted While Waiting for the Node to Be Restored", fmt.Sprintf(
 		"NodeMaintenance %q is being deleted and the operator restores node %q, but destroy was interrupted before it was gone. "+
 			"It stays in the state: run destroy again to wait until the node is restored.", name, node))
-}
-
-// ImportState imports a NodeMaintenance by name.
-func (r *NodeMaintenanceResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
 }
 
 func (m *nodeMaintenanceResourceModel) setStatus(ctx context.Context, nm *nmv1beta1.NodeMaintenance) diag.Diagnostics {

@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/hashicorp/terraform-plugin-framework/action"
+	"github.com/hashicorp/terraform-plugin-framework/list"
+
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
@@ -21,7 +24,11 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/kubeconfig"
 )
 
-var _ provider.Provider = &NodeMaintenanceProvider{}
+var (
+	_ provider.Provider                  = &NodeMaintenanceProvider{}
+	_ provider.ProviderWithListResources = &NodeMaintenanceProvider{}
+	_ provider.ProviderWithActions       = &NodeMaintenanceProvider{}
+)
 
 // New returns a constructor of the provider for providerserver.
 func New(version string) func() provider.Provider {
@@ -179,6 +186,8 @@ func (p *NodeMaintenanceProvider) Configure(ctx context.Context, req provider.Co
 		map[string]any{"version": p.version, "user_agent": userAgent(p.version)})
 	resp.ResourceData = clients
 	resp.DataSourceData = clients
+	resp.ActionData = clients
+	resp.ListResourceData = clients
 }
 
 func (m providerModel) known() bool {
@@ -200,6 +209,16 @@ func (m providerModel) known() bool {
 // Resources lists the resource types.
 func (p *NodeMaintenanceProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{NewNodeMaintenanceResource, NewOperatorResource, NewRolloutResource}
+}
+
+// ListResources lists the list resource types (`terraform query`, Terraform 1.14 and later).
+func (p *NodeMaintenanceProvider) ListResources(context.Context) []func() list.ListResource {
+	return []func() list.ListResource{NewNodeMaintenanceListResource}
+}
+
+// Actions lists the action types (Terraform 1.14 and later).
+func (p *NodeMaintenanceProvider) Actions(context.Context) []func() action.Action {
+	return []func() action.Action{NewDrainAction, NewRestoreAction}
 }
 
 // DataSources lists the data source types.

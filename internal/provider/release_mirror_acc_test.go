@@ -241,8 +241,9 @@ func (r *release) hostZip(t *testing.T) releaseZip {
 
 // checkLayout checks what the registry and the mirrors need: a zip per
 // platform holding the binary terraform-provider-nodemaintenance_v<version>
-// at its top, every zip, the manifest and the operator YAML in SHA256SUMS with its real
-// checksum, and the manifest announcing protocol 6.
+// at its top, every zip, the manifest, the operator's installation YAML and the
+// monitoring files in SHA256SUMS with their real checksums, and the manifest
+// announcing protocol 6.
 func (r *release) checkLayout(t *testing.T) {
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$`).MatchString(r.version) {
 		t.Errorf("the snapshot's version %q is not a semantic version without build metadata: the CLIs cannot pin it", r.version)
@@ -273,8 +274,16 @@ func (r *release) checkLayout(t *testing.T) {
 	}
 	manifest := fmt.Sprintf("%s_%s_manifest.json", releaseProject, r.version)
 	want[manifest] = true
-	// The operator's installation without Terraform, released beside the provider.
-	want[config.ManifestFile] = true
+	// The extra files of .goreleaser.yml, by their name in the release: the
+	// manifest, the operator's installation without Terraform and its
+	// monitoring files.
+	extra := map[string]string{manifest: "terraform-registry-manifest.json", config.ManifestFile: filepath.Join("deploy", config.ManifestFile)}
+	for _, f := range []string{"prometheus-rules.yaml", "grafana-dashboard.json"} {
+		extra[fmt.Sprintf("%s_%s_%s", releaseProject, r.version, f)] = filepath.Join("deploy", "monitoring", f)
+	}
+	for name := range extra {
+		want[name] = true
+	}
 	for name := range want {
 		sum, ok := r.sums[name]
 		if !ok {
@@ -282,12 +291,9 @@ func (r *release) checkLayout(t *testing.T) {
 			continue
 		}
 		path := filepath.Join(r.dist, name)
-		root, _ := testcluster.RepoRoot()
-		switch name {
-		case manifest:
-			path = filepath.Join(root, "terraform-registry-manifest.json")
-		case config.ManifestFile:
-			path = filepath.Join(root, "deploy", config.ManifestFile)
+		if src, ok := extra[name]; ok {
+			root, _ := testcluster.RepoRoot()
+			path = filepath.Join(root, src)
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {

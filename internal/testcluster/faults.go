@@ -19,10 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// auditPolicy records, once each when the response is sent, every eviction
-// and every request made by a ServiceAccount (the operator's, when it runs
-// with its installed token). Everything else, nodes' heartbeats included, is
-// left out to keep the log small.
+// auditPolicy records, once each when the response is sent, every eviction,
+// every write of a NodeMaintenance (the order of a provider's actions) and
+// every request made by a ServiceAccount (the operator's, when it runs with
+// its installed token). Everything else, nodes' heartbeats included, is left
+// out to keep the log small.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted", "Panic"]
@@ -31,6 +32,11 @@ rules:
   resources:
   - group: ""
     resources: ["pods/eviction"]
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete"]
+  resources:
+  - group: "nodemaintenance.medik8s.io"
+    resources: ["nodemaintenances"]
 - level: Metadata
   userGroups: ["system:serviceaccounts"]
 - level: None

@@ -36,11 +36,22 @@ func TestEventsAndMetrics(t *testing.T) {
 		`nodemaintenance_maintenances{phase="Succeeded"}`,
 		`nodemaintenance_drain_duration_seconds_count`,
 		`nodemaintenance_evictions_total{result="evicted"}`,
+		`nodemaintenance_webhook_admissions_total{kind="NodeMaintenance",operation="CREATE",result="admitted"}`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics endpoint lacks %s", want)
 		}
 	}
+	// The per-object gauges (deploy/monitoring's alerts) follow only the
+	// Running maintenances: a Succeeded one has none, once the operator's
+	// cache has its own write of the phase.
+	gone := fmt.Sprintf(`nodemaintenance_maintenance_running_since_timestamp_seconds{name=%q`, name)
+	testcluster.WaitFor(t, 15*time.Second, "the running gauge of a Succeeded maintenance to go", func(context.Context) (bool, error) {
+		if strings.Contains(scrape(t, operator.MetricsURL), gone) {
+			return false, fmt.Errorf("the metrics endpoint still reports %s", gone)
+		}
+		return true, nil
+	})
 
 	deleteMaintenance(t, c, name)
 	wantReasons := map[string]string{

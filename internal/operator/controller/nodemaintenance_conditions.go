@@ -24,6 +24,10 @@ func setCondition(s *scope, typ string, status bool, reason, message string, now
 
 // setCordoned says that the node is in maintenance.
 func setCordoned(s *scope, now time.Time) {
+	if s.prior.Adopted {
+		setCondition(s, nmv1beta1.ConditionCordoned, true, nmv1beta1.ReasonAdopted, adoptedMessage(s.nm.Spec.NodeName), now)
+		return
+	}
 	setCondition(s, nmv1beta1.ConditionCordoned, true, nmv1beta1.ReasonCordoned, fmt.Sprintf("node %s is cordoned and tainted for the maintenance", s.nm.Spec.NodeName), now)
 }
 

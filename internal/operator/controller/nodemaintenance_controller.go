@@ -73,6 +73,7 @@ const (
 	ReasonCordon               = "Cordon"
 	ReasonEvictionBlocked      = "EvictionBlocked"
 	ReasonLeaseNotHeld         = "LeaseNotHeld"
+	ReasonAdoptedMaintenance   = "AdoptedMaintenance"
 )
 
 // Defaults of Options, shared with the operator's flags.

@@ -16,7 +16,7 @@ import (
 // finalize is the pass of a deleted NodeMaintenance: it restores the node,
 // releases the lease and lets the object go.
 func (r *NodeMaintenanceReconciler) finalize() []phase {
-	return []phase{r.holdsFinalizer, r.restoreFromRecord, r.releaseTakenLease, r.leaveLedger, r.removeFinalizer}
+	return []phase{r.holdsFinalizer, r.adoptOnDelete, r.restoreFromRecord, r.releaseTakenLease, r.leaveLedger, r.removeFinalizer}
 }
 
 // holdsFinalizer ends the pass of a deleted NodeMaintenance that is not ours
@@ -30,9 +30,11 @@ func (r *NodeMaintenanceReconciler) holdsFinalizer(_ context.Context, s *scope) 
 }
 
 // releaseTakenLease releases the lease, unless the maintenance is queued: it
-// never took the lease, and there is nothing to release.
+// never took the lease, and there is nothing to release. The lease of
+// another operator's maintenance, restored on its deletion (adoptOnDelete),
+// is released even so.
 func (r *NodeMaintenanceReconciler) releaseTakenLease(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if queued(s.nm) {
+	if queued(s.nm) && !s.adopting {
 		return ctrl.Result{}, nil
 	}
 	return r.releaseLease(ctx, s)

@@ -32,6 +32,9 @@ func (r *NodeMaintenanceReconciler) holdLease(ctx context.Context, s *scope) (ct
 		return ctrl.Result{}, nil
 	}
 	p.lastLeaseFailed = r.now()
+	if s.adopting {
+		err = fmt.Errorf("node %s is in maintenance by another operator (cordoned, medik8s drain taint) and its lease could not be taken over, so this operator has not touched the node yet: %w", s.node.Name, err)
+	}
 	status := s.status
 	if status.Phase == "" {
 		status.Phase = nmv1beta1.MaintenanceRunning

@@ -31,11 +31,13 @@ func (r *NodeMaintenanceReconciler) maintain() []phase {
 	)
 }
 
-// observe reads the recorded prior state and the node, and holds the lease.
-// It ends the pass when the maintenance cannot go on: the record is
-// unreadable or the node is gone (Failed), or the lease is not held.
+// observe reads the recorded prior state and the node, and holds the lease;
+// a maintenance that another operator started is adopted once the lease is
+// held (nodemaintenance_takeover.go). It ends the pass when the maintenance
+// cannot go on: the record is unreadable or the node is gone (Failed), or
+// the lease is not held.
 func (r *NodeMaintenanceReconciler) observe() []phase {
-	return []phase{r.readRecord, r.readNode, r.guard, r.holdLease}
+	return []phase{r.readRecord, r.readNode, r.detectTakeover, r.guard, r.holdLease, r.adopt}
 }
 
 // holdPods starts the informer of the node's pods: from here on the
@@ -82,7 +84,7 @@ func (r *NodeMaintenanceReconciler) readNode(ctx context.Context, s *scope) (ctr
 // create; this catches what it could not see: a maintenance admitted while
 // another node was still schedulable, or created without the webhook.
 func (r *NodeMaintenanceReconciler) guard(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.touched {
+	if s.touched || s.adopting {
 		return ctrl.Result{}, nil
 	}
 	var listErr error
@@ -173,6 +175,10 @@ func (r *NodeMaintenanceReconciler) planDrain(ctx context.Context, s *scope) (ct
 		return ctrl.Result{}, fmt.Errorf("NodeMaintenance %s: %w", s.nm.Name, err)
 	}
 	s.plan = plan
+	if s.prior.Adopted && s.status.TotalPods == 0 && s.status.EvictionPods > 0 {
+		// The counts the other operator wrote are kept, but for its totalpods.
+		s.status.TotalPods = adoptedTotal(len(pods), s.status.EvictionPods, len(plan.Pending()))
+	}
 	// The counts are taken when the drain starts: the pass that first touches
 	// the node (a wait for the lease before it may already have set the
 	// phase), or a later one if that pass could not write its status.

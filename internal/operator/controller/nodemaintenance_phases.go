@@ -29,7 +29,12 @@ type scope struct {
 	// was recorded when the pass began, so the node may carry our changes.
 	prior   nodestate.Prior
 	touched bool
-	node    *corev1.Node
+	// adopting says that the maintenance is another operator's, whose
+	// cordoned and tainted node the pass takes over (adopt) once it holds
+	// the lease; in a finalize pass, that prior is the record to restore
+	// from (adoptOnDelete). nodemaintenance_takeover.go says how.
+	adopting bool
+	node     *corev1.Node
 	// progress is what earlier passes of this maintenance remember.
 	progress *progress
 	// plan and round are the drain's, once planned and evicted.

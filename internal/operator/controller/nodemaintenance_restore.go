@@ -52,6 +52,9 @@ func (r *NodeMaintenanceReconciler) restoreFromRecord(ctx context.Context, s *sc
 		log.FromContext(ctx).Error(err, "restoring node with default prior state", "node", s.nm.Spec.NodeName)
 		prior, touched = nodestate.Prior{}, true
 	}
+	if !touched && s.adopting {
+		prior, touched = s.prior, true // another operator's maintenance, deleted before it was adopted
+	}
 	if touched {
 		if err := r.restoreNode(ctx, s.nm, s.nm.Spec.NodeName, prior); err != nil {
 			return ctrl.Result{}, err
@@ -89,7 +92,10 @@ func (r *NodeMaintenanceReconciler) restoreNode(ctx context.Context, nm *nmv1bet
 	default:
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
 		note := "Node restored: maintenance taints and label removed"
-		if !prior.Unschedulable {
+		switch {
+		case prior.Adopted:
+			note = "Node uncordoned the medik8s way (the maintenance was adopted from another operator; its prior state was not recorded): medik8s taints and label removed"
+		case !prior.Unschedulable:
 			note = "Node uncordoned: maintenance taints and label removed"
 		}
 		r.Recorder.Eventf(node, nm, corev1.EventTypeNormal, ReasonUncordon, "Uncordon", "%s (maintenance %s)", note, nm.Name)

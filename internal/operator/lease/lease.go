@@ -177,6 +177,20 @@ func (m *Manager) Release(ctx context.Context, nodeName string) error {
 	return nil
 }
 
+// Holder reads the node's lease: its holder identity ("" when there is no
+// lease) and whether it is live (not expired).
+func (m *Manager) Holder(ctx context.Context, nodeName string) (holder string, live bool, err error) {
+	l := &coordinationv1.Lease{}
+	err = m.reader().Get(ctx, client.ObjectKey{Namespace: Namespace, Name: Name(nodeName)}, l)
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read lease %s/%s: %w", Namespace, Name(nodeName), err)
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, ""), m.now().Before(expiry(l)), nil
+}
+
 func expiry(l *coordinationv1.Lease) time.Time {
 	var base time.Time
 	switch {

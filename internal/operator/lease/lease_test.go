@@ -3,12 +3,15 @@ package lease
 import (
 	"context"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -49,5 +52,26 @@ func TestObtainCreatesTheNamespaceOnlyWhenMissing(t *testing.T) {
 	}
 	if namespaces != 1 {
 		t.Errorf("%d namespace creates for two leases, want 1 (the first, when it was missing)", namespaces)
+	}
+}
+
+// Holder says who holds a node's lease and whether it is live; no lease is
+// no holder.
+func TestHolder(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	held := func(node, holder string, renewed time.Time) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: Name(node)}, Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](3600), RenewTime: &metav1.MicroTime{Time: renewed}}}
+	}
+	c := fake.NewClientBuilder().WithObjects(held("live", Holder, now.Add(-time.Minute)), held("expired", Holder, now.Add(-2*time.Hour))).Build()
+	m := &Manager{Client: c, Now: func() time.Time { return now }}
+	for _, tt := range []struct {
+		node, holder string
+		live         bool
+	}{{"live", Holder, true}, {"expired", Holder, false}, {"none", "", false}} {
+		holder, live, err := m.Holder(context.Background(), tt.node)
+		if err != nil || holder != tt.holder || live != tt.live {
+			t.Errorf("Holder(%s) = %q, %v, %v; want %q, %v", tt.node, holder, live, err, tt.holder, tt.live)
+		}
 	}
 }

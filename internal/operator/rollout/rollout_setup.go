@@ -27,6 +27,7 @@ func (r *RolloutReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Scheme == nil {
 		r.Scheme = mgr.GetScheme()
 	}
+	registerMetrics(mgr.GetCache())
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodemaintenancerollout").
 		For(&nmv1alpha1.NodeMaintenanceRollout{}).

@@ -49,7 +49,8 @@ var _ admission.Validator[*nmv1alpha1.NodeMaintenanceRollout] = &RolloutValidato
 // SetupWithManager serves the validator on the manager's webhook server, at
 // RolloutPath.
 func (v *RolloutValidator) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &nmv1alpha1.NodeMaintenanceRollout{}).WithValidator(v).Complete()
+	return ctrl.NewWebhookManagedBy(mgr, &nmv1alpha1.NodeMaintenanceRollout{}).
+		WithValidator(counted[*nmv1alpha1.NodeMaintenanceRollout]{kind: "NodeMaintenanceRollout", next: v}).Complete()
 }
 
 // ValidateCreate admits a valid rollout whose nodes exist (a selector that

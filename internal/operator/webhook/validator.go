@@ -78,7 +78,8 @@ var _ admission.Validator[*nmv1beta1.NodeMaintenance] = &Validator{}
 
 // SetupWithManager serves the validator on the manager's webhook server.
 func (v *Validator) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &nmv1beta1.NodeMaintenance{}).WithValidator(v).Complete()
+	return ctrl.NewWebhookManagedBy(mgr, &nmv1beta1.NodeMaintenance{}).
+		WithValidator(counted[*nmv1beta1.NodeMaintenance]{kind: "NodeMaintenance", next: v}).Complete()
 }
 
 // ValidateCreate admits a NodeMaintenance for an existing node that is not in
