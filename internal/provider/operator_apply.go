@@ -33,11 +33,7 @@ import (
 // apply server-side applies every object and waits for the CRD and the
 // Deployment. It reports whether anything was applied.
 func (r *OperatorResource) apply(ctx context.Context, plan *operatorResourceModel, timeout time.Duration) (bool, diag.Diagnostics) {
-	var diags diag.Diagnostics
-	opts := plan.options()
-	var extra []string
-	diags.Append(plan.ExtraArgs.ElementsAs(ctx, &extra, false)...)
-	opts.ExtraArgs = extra
+	opts, diags := plan.applyOptions(ctx)
 	for name, q := range map[string]string{"cpu_request": plan.CPURequest.ValueString(), "memory_request": plan.MemoryRequest.ValueString(), "memory_limit": plan.MemoryLimit.ValueString()} {
 		if _, err := k8sresource.ParseQuantity(q); err != nil {
 			diags.AddAttributeError(path.Root(name), "Invalid Quantity", fmt.Sprintf("%q is not a Kubernetes quantity (like 100m or 128Mi): %v", q, err))
@@ -120,6 +116,17 @@ func (r *OperatorResource) notReady(ctx context.Context, ns string) string {
 		return fmt.Sprintf("the operator Deployment %s/%s has %d of %d replicas updated and %d available", ns, config.OperatorName, s.UpdatedReplicas, want, s.AvailableReplicas)
 	}
 	return ""
+}
+
+// applyOptions are the options an apply installs: options() and the extra
+// flags. With every attribute at its default they are
+// config.DefaultOperatorOptions(), the installation deploy/ ships.
+func (m *operatorResourceModel) applyOptions(ctx context.Context) (config.OperatorOptions, diag.Diagnostics) {
+	opts := m.options()
+	var extra []string
+	diags := m.ExtraArgs.ElementsAs(ctx, &extra, false)
+	opts.ExtraArgs = extra
+	return opts, diags
 }
 
 func (m *operatorResourceModel) options() config.OperatorOptions {

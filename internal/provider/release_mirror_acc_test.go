@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
@@ -240,8 +241,9 @@ func (r *release) hostZip(t *testing.T) releaseZip {
 
 // checkLayout checks what the registry and the mirrors need: a zip per
 // platform holding the binary terraform-provider-nodemaintenance_v<version>
-// at its top, every zip, the manifest and the monitoring files in SHA256SUMS
-// with their real checksums, and the manifest announcing protocol 6.
+// at its top, every zip, the manifest, the operator's installation YAML and the
+// monitoring files in SHA256SUMS with their real checksums, and the manifest
+// announcing protocol 6.
 func (r *release) checkLayout(t *testing.T) {
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$`).MatchString(r.version) {
 		t.Errorf("the snapshot's version %q is not a semantic version without build metadata: the CLIs cannot pin it", r.version)
@@ -273,8 +275,9 @@ func (r *release) checkLayout(t *testing.T) {
 	manifest := fmt.Sprintf("%s_%s_manifest.json", releaseProject, r.version)
 	want[manifest] = true
 	// The extra files of .goreleaser.yml, by their name in the release: the
-	// manifest and the operator's monitoring files.
-	extra := map[string]string{manifest: "terraform-registry-manifest.json"}
+	// manifest, the operator's installation without Terraform and its
+	// monitoring files.
+	extra := map[string]string{manifest: "terraform-registry-manifest.json", config.ManifestFile: filepath.Join("deploy", config.ManifestFile)}
 	for _, f := range []string{"prometheus-rules.yaml", "grafana-dashboard.json"} {
 		extra[fmt.Sprintf("%s_%s_%s", releaseProject, r.version, f)] = filepath.Join("deploy", "monitoring", f)
 	}
