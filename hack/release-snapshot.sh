@@ -4,6 +4,14 @@
 #
 #   hack/release-snapshot.sh              into dist/ (make release-snapshot)
 #   hack/release-snapshot.sh --dist DIR   into DIR (the mirror install test)
+#   hack/release-snapshot.sh --host-only  this machine's platform only (make
+#                                         test: the tests install nothing else)
+#
+# goreleaser sums the release's extra files (the registry manifest) under
+# their release names but writes them only when it uploads a release; the
+# snapshot gets them copied into its directory (hack/releasefiles), which is
+# then checked as users check a release: `sha256sum -c --strict` of its
+# SHA256SUMS, every listed file present and matching.
 #
 # SHA256SUMS is signed only when GPG_FINGERPRINT names a key of the local gpg
 # keyring; without one the signing step is skipped.
@@ -13,13 +21,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 
 die() { printf '[release] ERROR: %s\n' "$*" >&2; exit 1; }
+usage="usage: hack/release-snapshot.sh [--dist DIR] [--host-only]"
 
 dist=""
-case ${1:-} in
-  "") ;;
-  --dist) [ $# -eq 2 ] || die "usage: hack/release-snapshot.sh [--dist DIR]"; dist=$2 ;;
-  *) die "usage: hack/release-snapshot.sh [--dist DIR]" ;;
-esac
+host_only=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --dist) [ $# -ge 2 ] || die "$usage"; dist=$2; shift 2 ;;
+    --host-only) host_only=1; shift ;;
+    *) die "$usage" ;;
+  esac
+done
 
 "$here/tools.sh" goreleaser >/dev/null
 goreleaser=$("$here/tools.sh" --dir)/goreleaser
@@ -29,14 +41,25 @@ args=(release --snapshot --clean)
 if [ -z "${GPG_FINGERPRINT:-}" ]; then
   args+=(--skip=sign)
 fi
-if [ -n "$dist" ]; then
-  # dist is a setting of the configuration only: build from a copy that adds it.
-  if grep -q '^dist:' .goreleaser.yml; then
-    die ".goreleaser.yml sets dist; --dist needs the default (remove the dist line)"
-  fi
+if [ -n "$dist$host_only" ]; then
+  # dist and the platforms are settings of the configuration only (goreleaser
+  # release has no --single-target): build from a copy that changes them.
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/nm-release.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
-  { cat .goreleaser.yml; printf '\ndist: "%s"\n' "$dist"; } >"$tmp/goreleaser.yml"
+  cp .goreleaser.yml "$tmp/goreleaser.yml"
+  if [ -n "$host_only" ]; then
+    goos=$(go env GOOS) goarch=$(go env GOARCH)
+    if [ "$(grep -cE '^    goos: \[.*\]$' .goreleaser.yml)" != 1 ] || [ "$(grep -cE '^    goarch: \[.*\]$' .goreleaser.yml)" != 1 ]; then
+      die "--host-only needs the build's goos and goarch in .goreleaser.yml as one-line lists (goos: [linux, ...]), once each"
+    fi
+    sed -i -E -e "s/^    goos: \[.*\]$/    goos: [$goos]/" -e "s/^    goarch: \[.*\]$/    goarch: [$goarch]/" "$tmp/goreleaser.yml"
+  fi
+  if [ -n "$dist" ]; then
+    if grep -q '^dist:' .goreleaser.yml; then
+      die ".goreleaser.yml sets dist; --dist needs the default (remove the dist line)"
+    fi
+    printf '\ndist: "%s"\n' "$dist" >>"$tmp/goreleaser.yml"
+  fi
   args+=(--config "$tmp/goreleaser.yml")
 fi
 
@@ -51,4 +74,11 @@ fi
 
 start=$SECONDS
 "$goreleaser" "${args[@]}"
-printf '[release] snapshot built in %ss into %s\n' "$((SECONDS - start))" "${dist:-$root/dist}" >&2
+out=${dist:-$root/dist}
+go run ./hack/releasefiles -dist "$out"
+# What a user runs on a downloaded release: fails on a listed file that is
+# missing or differs, and on a malformed line.
+(cd "$out" && sha256sum --check --strict --quiet ./*_SHA256SUMS) ||
+  die "$out does not match its SHA256SUMS (above: each file missing or different)"
+printf '[release] snapshot built%s in %ss into %s; every file SHA256SUMS lists is there and matches\n' \
+  "${host_only:+ for $(go env GOOS)/$(go env GOARCH) only}" "$((SECONDS - start))" "$out" >&2

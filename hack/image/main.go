@@ -3,7 +3,7 @@
 // puts the binary alone in one layer and writes a multi-platform OCI image
 // (layout directory and archive) plus a docker-archive of the host's
 // platform, byte for byte the same for the same commit. `make image` runs it;
-// `make verify-image` runs it with -verify.
+// `make verify-image` runs it with -verify and -smoke.
 //
 // It is a module of its own so that go-containerregistry stays out of the
 // provider's go.mod.
@@ -27,7 +27,7 @@ func main() {
 	flag.StringVar(&o.source, "source", "https://github.com/nodemaintenance/terraform-provider-nodemaintenance", "org.opencontainers.image.source label.")
 	flag.StringVar(&o.commit, "commit", "", "Build this commit (e.g. HEAD, a tag) from a clean clone of -repo instead of the working tree, so that uncommitted changes cannot leak in.")
 	platforms := flag.String("platforms", "linux/amd64,linux/arm64", "Comma-separated os/arch list of the image index.")
-	verify := flag.Bool("verify", false, "Build twice into OUT/1 and OUT/2, fail unless every file is identical and the binaries carry Go build info; with -smoke, also run the image.")
+	verify := flag.Bool("verify", false, "Build twice into OUT/1 and OUT/2, fail unless every file is identical; then read the image from OUT/1's OCI layout and fail unless its index lists exactly -platforms and each binary is an ELF for its platform with the expected Go build info; with -smoke, also run the host platform's image.")
 	smoke := flag.Bool("smoke", false, "After building, load the host-platform image into podman and run it (--version, and the user it runs as).")
 	flag.Parse()
 
@@ -102,6 +102,14 @@ type options struct {
 type platform struct{ os, arch, variant string }
 
 func (p platform) String() string { return p.os + "/" + p.arch }
+
+// full is String with the variant, as an index's platform has it: linux/arm64/v8.
+func (p platform) full() string {
+	if p.variant == "" {
+		return p.String()
+	}
+	return p.String() + "/" + p.variant
+}
 
 // dir names the per-platform files: linux-amd64.
 func (p platform) dir() string { return p.os + "-" + p.arch }

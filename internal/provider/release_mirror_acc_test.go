@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -46,7 +48,10 @@ const (
 	userAgentPrefix = releaseProject + "/"
 )
 
-// releasePlatforms are the platforms .goreleaser.yml builds for.
+// releasePlatforms are the platforms .goreleaser.yml builds for. make test
+// and this test build the snapshot for this machine's platform only
+// (`hack/release-snapshot.sh --host-only`): a release has either all of them
+// or, built for the tests, the host's alone.
 var releasePlatforms = []string{"darwin_amd64", "darwin_arm64", "linux_amd64", "linux_arm64", "windows_amd64", "windows_arm64"}
 
 // The provider installed as users install a release: goreleaser builds the
@@ -140,6 +145,8 @@ type release struct {
 	dist    string
 	// sums is SHA256SUMS: file name to hex SHA-256.
 	sums map[string]string
+	// platforms are those SHA256SUMS lists a zip for (os_arch), sorted.
+	platforms []string
 }
 
 type releaseZip struct {
@@ -150,16 +157,17 @@ type releaseZip struct {
 }
 
 // snapshotRelease is the release the test installs: the artifacts in
-// $NM_RELEASE_DIST (make test builds them into dist/ with `make
-// release-snapshot` first), or else a snapshot built by the same script into
-// a scratch directory, removed after the test.
+// $NM_RELEASE_DIST (make test builds them into dist/ first, with `make
+// release-snapshot RELEASE_HOST_ONLY=1`), or else a snapshot of this
+// machine's platform built by the same script into a scratch directory,
+// removed after the test. The CLIs here install the host's zip only.
 func snapshotRelease(t *testing.T) *release {
 	t.Helper()
 	testcluster.Get(t) // skips without TF_ACC, as the rest of the test needs a cluster
 	dist := os.Getenv("NM_RELEASE_DIST")
 	if dist == "" {
 		dist = filepath.Join(t.TempDir(), "dist")
-		if err := buildSnapshot(dist); err != nil {
+		if err := buildSnapshot(dist, "--host-only"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,7 +178,7 @@ func snapshotRelease(t *testing.T) *release {
 	return rel
 }
 
-func buildSnapshot(dist string) error {
+func buildSnapshot(dist string, flags ...string) error {
 	root, err := testcluster.RepoRoot()
 	if err != nil {
 		return err
@@ -178,7 +186,7 @@ func buildSnapshot(dist string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "release-snapshot.sh"), "--dist", dist)
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "release-snapshot.sh"), append([]string{"--dist", dist}, flags...)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GPG_FINGERPRINT=")
 	out, err := cmd.CombinedOutput()
@@ -214,7 +222,12 @@ func loadRelease(dist string) (*release, error) {
 			return nil, fmt.Errorf("%s: line %q is not \"<sha256>  <file>\"", sumsFile, s.Text())
 		}
 		rel.sums[name] = sum
+		zipPrefix := fmt.Sprintf("%s_%s_", releaseProject, rel.version)
+		if p, ok := strings.CutPrefix(name, zipPrefix); ok && strings.HasSuffix(p, ".zip") {
+			rel.platforms = append(rel.platforms, strings.TrimSuffix(p, ".zip"))
+		}
 	}
+	sort.Strings(rel.platforms)
 	return rel, s.Err()
 }
 
@@ -241,84 +254,87 @@ func (r *release) hostZip(t *testing.T) releaseZip {
 
 // checkLayout checks what the registry and the mirrors need: a zip per
 // platform holding the binary terraform-provider-nodemaintenance_v<version>
-// at its top, every zip, the manifest, the operator's installation YAML and the
-// monitoring files in SHA256SUMS with their real checksums, and the manifest
-// announcing protocol 6.
+// at its top, the manifest announcing protocol 6, the extra files of
+// .goreleaser.yml (the manifest, the operator's installation YAML and the
+// monitoring files) listed in SHA256SUMS, and every file SHA256SUMS lists
+// in the release with that checksum (what `sha256sum -c` checks for a user).
 func (r *release) checkLayout(t *testing.T) {
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$`).MatchString(r.version) {
 		t.Errorf("the snapshot's version %q is not a semantic version without build metadata: the CLIs cannot pin it", r.version)
 	}
-	want := map[string]bool{}
-	for _, p := range releasePlatforms {
-		name := r.zipName(p)
-		want[name] = true
-		binary := fmt.Sprintf("%s_v%s", releaseProject, r.version)
-		if strings.HasPrefix(p, "windows_") {
-			binary += ".exe"
-		}
-		zr, err := zip.OpenReader(filepath.Join(r.dist, name))
-		if err != nil {
-			t.Errorf("zip for %s: %v", p, err)
-			continue
-		}
-		var names []string
-		found := false
-		for _, f := range zr.File {
-			names = append(names, f.Name)
-			found = found || (f.Name == binary && f.Mode()&0o111 != 0)
-		}
-		zr.Close()
-		if !found {
-			t.Errorf("%s holds %v, want the executable %s at its top", name, names, binary)
-		}
+	host := runtime.GOOS + "_" + runtime.GOARCH
+	if !slices.Equal(r.platforms, releasePlatforms) && !slices.Equal(r.platforms, []string{host}) {
+		t.Errorf("the release has zips for %v; want every platform of .goreleaser.yml %v, or %s alone (--host-only)", r.platforms, releasePlatforms, host)
+	}
+	for _, p := range r.platforms {
+		r.checkZip(t, p)
 	}
 	manifest := fmt.Sprintf("%s_%s_manifest.json", releaseProject, r.version)
-	want[manifest] = true
-	// The extra files of .goreleaser.yml, by their name in the release: the
-	// manifest, the operator's installation without Terraform and its
-	// monitoring files.
-	extra := map[string]string{manifest: "terraform-registry-manifest.json", config.ManifestFile: filepath.Join("deploy", config.ManifestFile)}
-	for _, f := range []string{"prometheus-rules.yaml", "grafana-dashboard.json"} {
-		extra[fmt.Sprintf("%s_%s_%s", releaseProject, r.version, f)] = filepath.Join("deploy", "monitoring", f)
-	}
-	for name := range extra {
-		want[name] = true
-	}
-	for name := range want {
-		sum, ok := r.sums[name]
-		if !ok {
-			t.Errorf("SHA256SUMS has no line for %s", name)
-			continue
+	for _, name := range []string{manifest, config.ManifestFile,
+		fmt.Sprintf("%s_%s_prometheus-rules.yaml", releaseProject, r.version), fmt.Sprintf("%s_%s_grafana-dashboard.json", releaseProject, r.version)} {
+		if _, ok := r.sums[name]; !ok {
+			t.Errorf("SHA256SUMS has no line for %s, an extra file of .goreleaser.yml", name)
 		}
-		path := filepath.Join(r.dist, name)
-		if src, ok := extra[name]; ok {
-			root, _ := testcluster.RepoRoot()
-			path = filepath.Join(root, src)
-		}
-		b, err := os.ReadFile(path)
+	}
+	for name, sum := range r.sums {
+		b, err := os.ReadFile(filepath.Join(r.dist, name))
 		if err != nil {
-			t.Error(err)
+			t.Errorf("SHA256SUMS lists %s, which the release lacks: %v", name, err)
 			continue
 		}
 		if got := sha256.Sum256(b); hex.EncodeToString(got[:]) != sum {
 			t.Errorf("SHA256SUMS says %s for %s; its content hashes to %x", sum, name, got)
 		}
 		if name == manifest {
-			var m struct {
-				Version  int `json:"version"`
-				Metadata struct {
-					ProtocolVersions []string `json:"protocol_versions"`
-				} `json:"metadata"`
-			}
-			if err := json.Unmarshal(b, &m); err != nil || m.Version != 1 || len(m.Metadata.ProtocolVersions) != 1 || m.Metadata.ProtocolVersions[0] != "6.0" {
-				t.Errorf("terraform-registry-manifest.json must say version 1, protocol_versions [\"6.0\"]; it holds %s (%v)", b, err)
-			}
+			checkManifest(t, b)
 		}
 	}
-	for name := range r.sums {
-		if !want[name] {
-			t.Errorf("SHA256SUMS lists %s, which the release should not have", name)
+}
+
+// checkZip checks that the platform's zip holds the executable the CLIs look
+// for at its top.
+func (r *release) checkZip(t *testing.T, platform string) {
+	t.Helper()
+	name := r.zipName(platform)
+	binary := fmt.Sprintf("%s_v%s", releaseProject, r.version)
+	if strings.HasPrefix(platform, "windows_") {
+		binary += ".exe"
+	}
+	zr, err := zip.OpenReader(filepath.Join(r.dist, name))
+	if err != nil {
+		t.Errorf("zip for %s: %v", platform, err)
+		return
+	}
+	defer zr.Close()
+	var names []string
+	for _, f := range zr.File {
+		if f.Name == binary && f.Mode()&0o111 != 0 {
+			return
 		}
+		names = append(names, f.Name)
+	}
+	t.Errorf("%s holds %v, want the executable %s at its top", name, names, binary)
+}
+
+// checkManifest checks the release's registry manifest: the checkout's
+// terraform-registry-manifest.json, announcing protocol 6.
+func checkManifest(t *testing.T, b []byte) {
+	t.Helper()
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src, err := os.ReadFile(filepath.Join(root, "terraform-registry-manifest.json")); err != nil || !bytes.Equal(src, b) {
+		t.Errorf("the release's manifest is not terraform-registry-manifest.json of the checkout (%v)", err)
+	}
+	var m struct {
+		Version  int `json:"version"`
+		Metadata struct {
+			ProtocolVersions []string `json:"protocol_versions"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil || m.Version != 1 || len(m.Metadata.ProtocolVersions) != 1 || m.Metadata.ProtocolVersions[0] != "6.0" {
+		t.Errorf("terraform-registry-manifest.json must say version 1, protocol_versions [\"6.0\"]; it holds %s (%v)", b, err)
 	}
 }
 
@@ -647,7 +663,7 @@ func startNetworkMirror(t *testing.T, rel *release) *networkMirror {
 	if err := os.WriteFile(m.caFile, caPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range releasePlatforms {
+	for _, p := range rel.platforms {
 		name := rel.zipName(p)
 		b, err := os.ReadFile(filepath.Join(rel.dist, name))
 		if err != nil {
@@ -693,7 +709,7 @@ func (m *networkMirror) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, map[string]any{"versions": map[string]any{m.rel.version: map[string]any{}}})
 	case file == m.rel.version+".json":
 		archives := map[string]any{}
-		for _, p := range releasePlatforms {
+		for _, p := range m.rel.platforms {
 			name := m.rel.zipName(p)
 			// The checksums come from the release's SHA256SUMS; the URL is
 			// relative to this document.
