@@ -124,9 +124,8 @@ list "nodemaintenance" "web" {
 		if out, err := r.run(t, "plan", "-detailed-exitcode"); err != nil || !strings.Contains(out, "No changes") {
 			t.Errorf("the plan after the import is not empty (%v)", err)
 		}
-		state := r.mustRun(t, "state", "list")
-		if n := strings.Count(state, "nodemaintenance."); n != 2 {
-			t.Errorf("state holds %d nodemaintenances, want 2:\n%s", n, state)
+		if n := strings.Count(r.mustRun(t, "show"), "# nodemaintenance."); n != 2 {
+			t.Errorf("the state holds %d nodemaintenances, want 2", n)
 		}
 		// Imported means owned: destroy restores both nodes.
 		r.mustRun(t, "destroy", "-auto-approve")
