@@ -37,7 +37,8 @@ done
 goreleaser=$("$here/tools.sh" --dir)/goreleaser
 cd "$root"
 
-args=(release --snapshot --clean)
+# A cold build on a shared 2-core machine can pass goreleaser's default one-hour timeout.
+args=(release --snapshot --clean --timeout 2h)
 if [ -z "${GPG_FINGERPRINT:-}" ]; then
   args+=(--skip=sign)
 fi

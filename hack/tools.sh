@@ -138,9 +138,9 @@ copy_module_source() {
 # missing, and the lines of internal/backend/init that register its backend.
 # Such a terraform says "unsupported backend" for those, nothing else changes.
 drop_missing_terraform_backends() {
-  local src=$1 init=$1/internal/backend/init/init.go mod local alias
-  while read -r mod local; do
-    [ -n "$mod" ] && [ ! -d "$src/$local" ] || continue
+  local src=$1 init=$1/internal/backend/init/init.go mod dir alias
+  while read -r mod dir; do
+    if [ -z "$mod" ] || [ -d "$src/$dir" ]; then continue; fi
     alias=$(sed -n "s/^[[:space:]]*\([A-Za-z0-9_]*\) \"${mod//\//\\/}\"\$/\1/p" "$init")
     (cd "$src" && go mod edit -dropreplace "$mod" -droprequire "$mod")
     sed -i "\\|\"$mod\"|d" "$init"
