@@ -54,11 +54,8 @@ func (d *NodeMaintenanceListDataSource) Schema(_ context.Context, _ datasource.S
 		MarkdownDescription: "Lists the `NodeMaintenance` objects of the cluster, optionally only those of one phase, one node or one condition, " +
 			"so that a CI pipeline can gate on maintenance phases without owning the resources.",
 		Attributes: map[string]schema.Attribute{
-			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "A fixed identifier of the listing."},
-			"phase": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Only NodeMaintenances in this phase: `Running`, `Succeeded` or `Failed`.",
-				Validators: []validator.String{stringvalidator.OneOf(string(nmv1beta1.MaintenanceRunning),
-					string(nmv1beta1.MaintenanceSucceeded), string(nmv1beta1.MaintenanceFailed))}},
+			"id":        schema.StringAttribute{Computed: true, MarkdownDescription: "A fixed identifier of the listing."},
+			"phase":     schema.StringAttribute{Optional: true, MarkdownDescription: phaseFilterDescription, Validators: phaseFilterValidators},
 			"node_name": schema.StringAttribute{Optional: true, MarkdownDescription: "Only the NodeMaintenance of this node."},
 			"condition": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Only NodeMaintenances with this condition, as `kubectl wait --for=condition=` takes it: `Drained` " +
@@ -121,6 +118,13 @@ func (d *NodeMaintenanceListDataSource) Read(ctx context.Context, req datasource
 	m.AllSucceeded = types.BoolValue(len(names) > 0 && allSucceeded)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
+
+// phaseFilterDescription and phaseFilterValidators are the phase filter of
+// the list data source and the list resource.
+const phaseFilterDescription = "Only NodeMaintenances in this phase: `Running`, `Succeeded` or `Failed`."
+
+var phaseFilterValidators = []validator.String{stringvalidator.OneOf(string(nmv1beta1.MaintenanceRunning),
+	string(nmv1beta1.MaintenanceSucceeded), string(nmv1beta1.MaintenanceFailed))}
 
 // conditionFilterPattern is the condition filter: TYPE or TYPE=STATUS.
 var conditionFilterPattern = regexp.MustCompile(`^(` + nmv1beta1.ConditionQueued + `|` + nmv1beta1.ConditionCordoned + `|` + nmv1beta1.ConditionLeaseHeld + `|` +

@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/list"
@@ -14,7 +13,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
-	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/labels"
@@ -101,10 +99,7 @@ func (l *NodeMaintenanceListResource) ListResourceConfigSchema(_ context.Context
 			"configuration, the rollout), for `terraform query`; `-generate-config-out` writes a resource and an import block for each.",
 		Attributes: map[string]listschema.Attribute{
 			"node_name": listschema.StringAttribute{Optional: true, MarkdownDescription: "Only the NodeMaintenances of this node."},
-			"phase": listschema.StringAttribute{Optional: true,
-				MarkdownDescription: "Only NodeMaintenances in this phase: `Running`, `Succeeded` or `Failed`.",
-				Validators: []validator.String{stringvalidator.OneOf(string(nmv1beta1.MaintenanceRunning),
-					string(nmv1beta1.MaintenanceSucceeded), string(nmv1beta1.MaintenanceFailed))}},
+			"phase":     listschema.StringAttribute{Optional: true, MarkdownDescription: phaseFilterDescription, Validators: phaseFilterValidators},
 			"label_selector": listschema.StringAttribute{Optional: true,
 				MarkdownDescription: "Only NodeMaintenances whose labels match this selector, as `kubectl get -l` takes it " +
 					"(e.g. `team=storage,rollout!=nightly`)."},
