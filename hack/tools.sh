@@ -230,7 +230,8 @@ GO
       ;;
     tofu)
       copy_module_source github.com/opentofu/opentofu "$version" "$work/src"
-      (cd "$work/src" && go build -trimpath -ldflags "-s -w" -o "$out/tofu" ./cmd/tofu)
+      # version.dev=no: a release's version (1.11.7), not 1.11.7-dev.
+      (cd "$work/src" && go build -trimpath -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" -o "$out/tofu" ./cmd/tofu)
       ;;
     terraform)
       copy_module_source github.com/hashicorp/terraform "$version" "$work/src"
