@@ -257,6 +257,9 @@ func (r *NodeMaintenanceResource) Read(ctx context.Context, req resource.ReadReq
 		if apierrors.IsNotFound(err) {
 			tflog.Warn(ctx, fmt.Sprintf("NodeMaintenance %s no longer exists; removing it from the state", name))
 			resp.State.RemoveResource(ctx)
+			// The framework wants an identity after every read, a removal
+			// included; a CLI without identities (OpenTofu) stored none.
+			setIdentity(ctx, resp.Identity, name, &resp.Diagnostics)
 			return
 		}
 		r.clients.apiError(&resp.Diagnostics, "Cannot Read NodeMaintenance", fmt.Sprintf("Reading NodeMaintenance %q", name), err)
