@@ -377,31 +377,3 @@ var drainNames = func() *strings.Replacer {
 	}
 	return strings.NewReplacer(pairs...)
 }()
-
-// positiveDuration validates a Go duration above zero, or at least zero
-// with orZero (a hold or soak that may be left out as well as be 0s).
-type positiveDuration struct{ orZero bool }
-
-func (v positiveDuration) Description(context.Context) string {
-	if v.orZero {
-		return "a Go duration of zero or more, e.g. 0s, 30m or 1h30m"
-	}
-	return "a positive Go duration, e.g. 30m or 1h30m"
-}
-
-func (v positiveDuration) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (v positiveDuration) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	d, err := time.ParseDuration(req.ConfigValue.ValueString())
-	switch {
-	case err != nil:
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Duration", fmt.Sprintf("%q is not a Go duration (e.g. 30m, 1h30m): %v", req.ConfigValue.ValueString(), err))
-	case d < 0 && v.orZero:
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Duration", fmt.Sprintf("%s %q is negative; use 0s or more, or leave it out", req.Path, req.ConfigValue.ValueString()))
-	case d <= 0 && !v.orZero:
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Duration", fmt.Sprintf("%q must be positive", req.ConfigValue.ValueString()))
-	}
-}
