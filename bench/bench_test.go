@@ -107,7 +107,7 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 		b.Fatal(err)
 	}
 	var opT, kubectlT, limitT []time.Duration
-	var opSpans []span
+	var spans []span // both sides', for BENCH_TRACE
 	for i := range runs {
 		eachRun(b, fmt.Sprintf("%s/run%d", name, i), func(t testing.TB) {
 			ns := c.Namespace(t)
@@ -115,7 +115,7 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 			sides := []func(){
 				func() {
 					opT = append(opT, operatorDrain(t, c, w, nodes[:1]))
-					opSpans = append(opSpans, lastDrain)
+					spans = append(spans, lastDrain)
 				},
 				func() {
 					start := time.Now()
@@ -126,7 +126,10 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 						t.Fatalf("kubectl drain %s: %v\n%s", nodes[1], err, out)
 					}
 				},
-				func() { limitT = append(limitT, limitDrainAll(t, c, nodes[2:])) },
+				func() {
+					limitT = append(limitT, limitDrainAll(t, c, nodes[2:]))
+					spans = append(spans, lastLimit)
+				},
 			}
 			// Each run starts with another side: the first drains right
 			// after the pods were placed, on a busier cluster than the
@@ -137,7 +140,7 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 		})
 	}
 	if tracing {
-		writeTrace(b, c, strings.ToLower(name)+"-trace.txt", opSpans...)
+		writeTrace(b, c, strings.ToLower(name)+"-trace.txt", spans...)
 	}
 	kube, limit, opS := Seconds(kubectlT), Seconds(limitT), Seconds(opT)
 	target := map[string][2]float64{"P1": {0.25, 1.15}, "P2": {0.2, 1.10}}[name]
@@ -509,7 +512,7 @@ func queueDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nodes 
 			}
 		}
 	}
-	lastDrain = span{start, time.Now()}
+	lastDrain = span{start: start, end: time.Now()}
 	return lastDrain.end.Sub(start)
 }
 
@@ -806,7 +809,7 @@ func operatorDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nod
 			}
 		}
 	}
-	lastDrain = span{start, time.Now()}
+	lastDrain = span{start: start, end: time.Now()}
 	return lastDrain.end.Sub(start)
 }
 
@@ -837,8 +840,12 @@ func limitDrainAll(t testing.TB, c *testcluster.Cluster, nodes []string) time.Du
 			t.Fatalf("limit loop: %v", err)
 		}
 	}
-	return time.Since(start)
+	lastLimit = span{start: start, end: time.Now(), side: limitSide}
+	return lastLimit.end.Sub(start)
 }
+
+// lastLimit is when the latest limitDrainAll's clock started and stopped.
+var lastLimit span
 
 // p3ProfileSeconds is how long P3 profiles CPU: shorter than its drain.
 const p3ProfileSeconds = 5

@@ -87,7 +87,7 @@ func rolloutDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, node
 			}
 			switch got.Status.Phase {
 			case nmv1alpha1.RolloutSucceeded:
-				lastDrain = span{start, time.Now()}
+				lastDrain = span{start: start, end: time.Now()}
 				return lastDrain.end.Sub(start)
 			case nmv1alpha1.RolloutHalted:
 				t.Fatalf("rollout %s Halted: %s", r.Name, got.Status.Message)

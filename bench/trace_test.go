@@ -14,8 +14,12 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
 
-// span is a stretch of wall-clock time.
-type span struct{ start, end time.Time }
+// span is a stretch of wall-clock time: one side's drain, from its clock's
+// start to its stop. side names it in a trace ("" is the operator's).
+type span struct {
+	start, end time.Time
+	side       string
+}
 
 // writeTrace writes the API requests the cluster's audit log holds within
 // each span (BENCH_TRACE), a section per span: one line per request, in the order the API server
@@ -35,8 +39,11 @@ func writeTrace(t testing.TB, c *testcluster.Cluster, name string, spans ...span
 		return
 	}
 	var text string
-	for i, s := range spans {
-		text += fmt.Sprintf("## Round %d\n\n%s\n", i, formatTrace(events, s))
+	rounds := map[string]int{}
+	for _, s := range spans {
+		side := cmp.Or(s.side, opSide)
+		text += fmt.Sprintf("## %s, round %d\n\n%s\n", side, rounds[side], formatTrace(events, s))
+		rounds[side]++
 	}
 	path := filepath.Join(dir, name)
 	err = os.MkdirAll(dir, 0o755)
@@ -63,7 +70,12 @@ func formatTrace(events []testcluster.AuditEvent, s span) string {
 	})
 	ms := func(d time.Duration) string { return fmt.Sprintf("%7.1f", float64(d)/float64(time.Millisecond)) }
 	var b strings.Builder
-	fmt.Fprintf(&b, "API requests from the create (+0 ms) to the Succeeded seen on a watch (+%s ms)\n\n", strings.TrimSpace(ms(s.end.Sub(s.start))))
+	took := strings.TrimSpace(ms(s.end.Sub(s.start)))
+	if s.side == limitSide {
+		fmt.Fprintf(&b, "API requests from the limit loop's clock start, before its cordon (+0 ms), to the node seen empty (+%s ms)\n\n", took)
+	} else {
+		fmt.Fprintf(&b, "API requests from the create (+0 ms) to the Succeeded seen on a watch (+%s ms)\n\n", took)
+	}
 	fmt.Fprintf(&b, "%7s %7s  %-24s %-7s %-40s %s\n", "at ms", "took ms", "client", "verb", "object", "code")
 	type total struct {
 		n    int
@@ -123,7 +135,7 @@ func TestFormatTraceKeepsTheSpanInOrder(t *testing.T) {
 		ev(10*time.Millisecond, 20*time.Millisecond, "bench.test/v0", "create", "nodemaintenances", "bench-n1"),
 		ev(100*time.Millisecond, time.Millisecond, "kubectl/v1.37.2", "get", "nodes", "after"),
 	}
-	got := formatTrace(events, span{t0, t0.Add(100 * time.Millisecond)})
+	got := formatTrace(events, span{start: t0, end: t0.Add(100 * time.Millisecond)})
 	create, patch := strings.Index(got, "create  nodemaintenances bench-n1"), strings.Index(got, "patch   nodes n1")
 	if create < 0 || patch < 0 || patch < create {
 		t.Errorf("want the create, then the patch:\n%s", got)

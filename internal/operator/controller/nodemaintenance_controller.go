@@ -45,15 +45,18 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
@@ -203,6 +206,8 @@ func (r *NodeMaintenanceReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		if apierrors.IsNotFound(err) {
 			r.Pods.Release(req.Name)
 			r.releaseAdmission(ctx, "", req.Name)
+			// One deleted before it had a finalizer is never finalized.
+			r.forgetName(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -234,11 +239,18 @@ func (r *NodeMaintenanceReconciler) pass(nm *nmv1beta1.NodeMaintenance) []phase 
 	return append(phases, r.maintain()...)
 }
 
-// addFinalizer comes before anything else a pass does, written at once
-// (mid-pass): no node may be touched, no lease taken, by a maintenance whose
-// deletion would not wait for the restore.
+// addFinalizer keeps the finalizer on a maintenance whose node carries (or
+// carried) its changes: the prior-state record exists. The finalizer is
+// first written together with that record (withFinalizer), in the one write
+// that must come before the cordon, not in a write of its own: until then
+// the maintenance has nothing to restore, and the lease it may already
+// hold names it as owner, so a deletion that does not wait (no finalizer
+// yet) leaves no lease behind either (the garbage collector deletes it).
+// This pass writes it only when someone removed it from a maintenance that
+// has a record; nothing of the maintenance is touched before it is back.
 func (r *NodeMaintenanceReconciler) addFinalizer(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if controllerutil.ContainsFinalizer(s.nm, nmv1beta1.NodeMaintenanceFinalizer) {
+	if _, recorded := s.nm.Annotations[nodestate.PriorStateAnnotation]; !recorded ||
+		controllerutil.ContainsFinalizer(s.nm, nmv1beta1.NodeMaintenanceFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	controllerutil.AddFinalizer(s.nm, nmv1beta1.NodeMaintenanceFinalizer)
@@ -248,6 +260,38 @@ func (r *NodeMaintenanceReconciler) addFinalizer(ctx context.Context, s *scope) 
 	}
 	r.wrote(replaced, s.nm)
 	return ctrl.Result{}, nil
+}
+
+// writeRecord writes the prior-state record prior, and the finalizer with
+// it, in one update of the NodeMaintenance: the write that must land before
+// the pass touches the node. After a crash before it the node is untouched
+// and a deletion has nothing to restore; after it, every deletion waits for
+// the restore the record makes exact. When the object is gone by then (it
+// was deleted before it had a finalizer), the lease this pass took for it is
+// released at once instead of waiting for the garbage collector.
+func (r *NodeMaintenanceReconciler) writeRecord(ctx context.Context, s *scope, prior nodestate.Prior) (ctrl.Result, error) {
+	if s.nm.Annotations == nil {
+		s.nm.Annotations = map[string]string{}
+	}
+	s.nm.Annotations[nodestate.PriorStateAnnotation] = prior.Encode()
+	controllerutil.AddFinalizer(s.nm, nmv1beta1.NodeMaintenanceFinalizer)
+	replaced := s.nm.ResourceVersion
+	if err := r.Client.Update(ctx, s.nm); err != nil {
+		if apierrors.IsNotFound(err) {
+			if err := r.Leases.Release(ctx, s.nm.Spec.NodeName); err != nil {
+				log.FromContext(ctx).Info("the lease of a maintenance deleted before it began is left to the garbage collector",
+					"node", s.nm.Spec.NodeName, "error", err.Error())
+			}
+		}
+		return s.writeFailed(err)
+	}
+	r.wrote(replaced, s.nm)
+	return ctrl.Result{}, nil
+}
+
+// owner is the reference by which nm owns its node's lease (ObtainFor).
+func owner(nm *nmv1beta1.NodeMaintenance) *metav1.OwnerReference {
+	return &metav1.OwnerReference{APIVersion: nmv1beta1.GroupVersion.String(), Kind: "NodeMaintenance", Name: nm.Name, UID: nm.UID}
 }
 
 // drains reports whether a pass over nm may still drain its node (maintain),

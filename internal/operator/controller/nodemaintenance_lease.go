@@ -26,7 +26,7 @@ func (r *NodeMaintenanceReconciler) holdLease(ctx context.Context, s *scope) (ct
 		// counted) at most once per interval.
 		return ctrl.Result{RequeueAfter: r.Options.LeaseRetryInterval - r.now().Sub(p.lastLeaseFailed)}, nil
 	}
-	err := r.Leases.Obtain(ctx, s.node.Name)
+	err := r.Leases.ObtainFor(ctx, s.node.Name, owner(s.nm))
 	if err == nil {
 		p.lastLeaseFailed = time.Time{}
 		return ctrl.Result{}, nil

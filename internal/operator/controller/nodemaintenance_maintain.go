@@ -104,19 +104,17 @@ func (r *NodeMaintenanceReconciler) guard(ctx context.Context, s *scope) (ctrl.R
 
 // enterMaintenance records the node's prior state on the NodeMaintenance,
 // then cordons and taints the node. The record is written first, at once
-// (mid-pass), so a crash between the two can never lose it.
+// (mid-pass), with the finalizer (writeRecord), so a crash between the two
+// can never lose it. The lease is held by then (holdLease): the record is
+// the node as it was before any maintenance, never as another holder of
+// the lease left it.
 func (r *NodeMaintenanceReconciler) enterMaintenance(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !s.touched {
-		s.prior = nodestate.Record(s.node, r.now())
-		if s.nm.Annotations == nil {
-			s.nm.Annotations = map[string]string{}
+		prior := nodestate.Record(s.node, r.now())
+		if res, err := r.writeRecord(ctx, s, prior); err != nil || !res.IsZero() || s.ended {
+			return res, err
 		}
-		s.nm.Annotations[nodestate.PriorStateAnnotation] = s.prior.Encode()
-		replaced := s.nm.ResourceVersion
-		if err := r.Client.Update(ctx, s.nm); err != nil {
-			return s.writeFailed(err)
-		}
-		r.wrote(replaced, s.nm)
+		s.prior = prior
 		r.notifyMaintenance(s.nm, notify.MaintenanceStarted, nil)
 	}
 	if nodestate.InMaintenance(s.node) {

@@ -81,15 +81,9 @@ func (r *NodeMaintenanceReconciler) adopt(ctx context.Context, s *scope) (ctrl.R
 		return ctrl.Result{}, nil
 	}
 	prior := nodestate.AdoptedPrior(s.node, s.nm.CreationTimestamp.Time)
-	if s.nm.Annotations == nil {
-		s.nm.Annotations = map[string]string{}
+	if res, err := r.writeRecord(ctx, s, prior); err != nil || !res.IsZero() || s.ended {
+		return res, err
 	}
-	s.nm.Annotations[nodestate.PriorStateAnnotation] = prior.Encode()
-	replaced := s.nm.ResourceVersion
-	if err := r.Client.Update(ctx, s.nm); err != nil {
-		return s.writeFailed(err)
-	}
-	r.wrote(replaced, s.nm)
 	s.prior, s.touched, s.adopting = prior, true, false
 	setCordoned(s, r.now())
 	s.writeAtEnd()

@@ -16,6 +16,8 @@ const evictedRecently = 30 * time.Second
 // progress is what one NodeMaintenance's reconciles remember between passes.
 // Reconciles of one object never run concurrently, so only the map needs the lock.
 type progress struct {
+	// name is the NodeMaintenance's, for forgetName.
+	name            string
 	evicted         map[types.UID]time.Time
 	blockedBackoff  time.Duration
 	lastLeaseFailed time.Time
@@ -39,7 +41,7 @@ func (r *NodeMaintenanceReconciler) progressOf(nm *nmv1beta1.NodeMaintenance) *p
 	}
 	p, ok := r.state[nm.UID]
 	if !ok {
-		p = &progress{evicted: map[types.UID]time.Time{}}
+		p = &progress{name: nm.Name, evicted: map[types.UID]time.Time{}}
 		r.state[nm.UID] = p
 	}
 	return p
@@ -86,6 +88,26 @@ func (r *NodeMaintenanceReconciler) forget(nm *nmv1beta1.NodeMaintenance) {
 	r.mu.Unlock()
 	r.queueMu.Lock()
 	delete(r.granted, nm.UID)
+	r.queueMu.Unlock()
+}
+
+// forgetName forgets every NodeMaintenance named name that this process
+// remembers: its object is gone without a finalize pass (it was deleted
+// before it had a finalizer), so only its name is known.
+func (r *NodeMaintenanceReconciler) forgetName(name string) {
+	r.mu.Lock()
+	var gone []types.UID
+	for uid, p := range r.state {
+		if p.name == name {
+			gone = append(gone, uid)
+			delete(r.state, uid)
+		}
+	}
+	r.mu.Unlock()
+	r.queueMu.Lock()
+	for _, uid := range gone {
+		delete(r.granted, uid)
+	}
 	r.queueMu.Unlock()
 }
 

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -542,4 +544,80 @@ func TestReconcileReadsItsOwnWrites(t *testing.T) {
 	if nm := e.maintenance(); nm.Status.Phase != nmv1beta1.MaintenanceSucceeded {
 		t.Fatalf("status %+v, want Succeeded", nm.Status)
 	}
+}
+
+// The first pass makes three writes, one after the other, before its first
+// eviction: the lease (naming the NodeMaintenance as its owner), one update
+// of the NodeMaintenance that carries both the prior-state record and the
+// finalizer, and the cordon. No write of the NodeMaintenance comes before
+// the lease, and the finalizer never lands without the record.
+func TestReconcileFirstPassWritesLeaseThenRecordWithFinalizerThenCordon(t *testing.T) {
+	var writes []string
+	note := func(what string, obj client.Object) {
+		if nm, ok := obj.(*nmv1beta1.NodeMaintenance); ok {
+			_, recorded := nm.Annotations[nodestate.PriorStateAnnotation]
+			what += fmt.Sprintf(" NodeMaintenance finalizers=%v record=%t", nm.Finalizers, recorded)
+		} else {
+			what += " " + strings.TrimPrefix(fmt.Sprintf("%T", obj), "*v1.")
+		}
+		writes = append(writes, what)
+	}
+	e := newReconcileEnv(t, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			note("create", obj)
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			note("update", obj)
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			note("patch", obj)
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}, testObjects()...)
+	e.reconcile()
+	want := []string{
+		"create Lease",
+		"update NodeMaintenance finalizers=[" + nmv1beta1.NodeMaintenanceFinalizer + "] record=true",
+		"patch Node",
+	}
+	if len(writes) < len(want) || !slices.Equal(writes[:len(want)], want) {
+		t.Fatalf("writes before the drain:\n%s\nwant first:\n%s", strings.Join(writes, "\n"), strings.Join(want, "\n"))
+	}
+	l := &coordinationv1.Lease{}
+	if err := e.c.Get(context.Background(), types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name(testNode)}, l); err != nil {
+		t.Fatal(err)
+	}
+	nm := e.maintenance()
+	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != nm.UID || l.OwnerReferences[0].Kind != "NodeMaintenance" ||
+		ptr.Deref(l.OwnerReferences[0].Controller, false) {
+		t.Fatalf("lease owners %+v; want the NodeMaintenance %s (%s), not as controller", l.OwnerReferences, nm.Name, nm.UID)
+	}
+}
+
+// A maintenance deleted after its lease was taken and before its record
+// (with the finalizer) was written is gone at once, having no finalizer;
+// the pass whose record write finds it gone releases the lease itself.
+func TestReconcileRecordWriteOfADeletedMaintenanceReleasesTheLease(t *testing.T) {
+	e := newReconcileEnv(t, interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if nm, ok := obj.(*nmv1beta1.NodeMaintenance); ok && len(nm.Finalizers) > 0 {
+				// The user's delete lands between the lease and the record.
+				if err := c.Delete(ctx, &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: nm.Name}}); err != nil {
+					return err
+				}
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+	}, testObjects()...)
+	e.reconcile()
+	if !e.gone() {
+		t.Fatal("the NodeMaintenance is still there")
+	}
+	err := e.c.Get(context.Background(), types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name(testNode)}, &coordinationv1.Lease{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("lease of the deleted maintenance: %v; want it released", err)
+	}
+	assertInMaintenance(t, e.node(), false)
 }

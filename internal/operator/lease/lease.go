@@ -7,6 +7,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -92,10 +93,21 @@ func (m *Manager) reader() client.Reader {
 // its duration has passed. A lease held by someone else is a *HeldError until it
 // expires; an expired lease is taken over.
 func (m *Manager) Obtain(ctx context.Context, nodeName string) error {
+	return m.ObtainFor(ctx, nodeName, nil)
+}
+
+// ObtainFor is Obtain on behalf of owner, which the lease names as its
+// owner, so that the garbage collector deletes a lease whose owner is gone:
+// a NodeMaintenance deleted before it could finalize (its finalizer is
+// written after its lease is taken). owner replaces an earlier owner of its
+// kind (a NodeMaintenance of the node before this one). It is not a
+// controller reference: the lease stays the shared medik8s one, which any
+// holder may take over once it expires.
+func (m *Manager) ObtainFor(ctx context.Context, nodeName string, owner *metav1.OwnerReference) error {
 	l := &coordinationv1.Lease{}
 	err := m.reader().Get(ctx, client.ObjectKey{Namespace: Namespace, Name: Name(nodeName)}, l)
 	if apierrors.IsNotFound(err) {
-		return m.create(ctx, nodeName)
+		return m.create(ctx, nodeName, owner)
 	}
 	if err != nil {
 		return fmt.Errorf("read lease %s/%s: %w", Namespace, Name(nodeName), err)
@@ -107,7 +119,7 @@ func (m *Manager) Obtain(ctx context.Context, nodeName string) error {
 		return &HeldError{Node: nodeName, Holder: holder, Expires: expires}
 	}
 	if holder == Holder && l.Spec.RenewTime != nil && now.Sub(l.Spec.RenewTime.Time) < m.RenewInterval() &&
-		ptr.Deref(l.Spec.LeaseDurationSeconds, 0) == int32(m.duration().Seconds()) {
+		ptr.Deref(l.Spec.LeaseDurationSeconds, 0) == int32(m.duration().Seconds()) && ownedBy(l, owner) {
 		return nil
 	}
 	updated := l.DeepCopy()
@@ -119,6 +131,7 @@ func (m *Manager) Obtain(ctx context.Context, nodeName string) error {
 	updated.Spec.HolderIdentity = ptr.To(Holder)
 	updated.Spec.LeaseDurationSeconds = ptr.To(int32(m.duration().Seconds()))
 	updated.Spec.RenewTime = &mt
+	updated.OwnerReferences = withOwner(l.OwnerReferences, owner)
 	// The resourceVersion in the update makes a concurrent take-over a Conflict
 	// instead of a silent overwrite.
 	if err := m.Client.Update(ctx, updated); err != nil {
@@ -127,13 +140,32 @@ func (m *Manager) Obtain(ctx context.Context, nodeName string) error {
 	return nil
 }
 
+// ownedBy reports whether l names owner (nil: any owner will do).
+func ownedBy(l *coordinationv1.Lease, owner *metav1.OwnerReference) bool {
+	return owner == nil || slices.ContainsFunc(l.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == owner.UID })
+}
+
+// withOwner is refs with owner in place of any reference of its kind.
+func withOwner(refs []metav1.OwnerReference, owner *metav1.OwnerReference) []metav1.OwnerReference {
+	if owner == nil {
+		return refs
+	}
+	out := []metav1.OwnerReference{*owner}
+	for _, o := range refs {
+		if o.Kind != owner.Kind || o.APIVersion != owner.APIVersion {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // create creates the node's lease, held by us. Its namespace is created
 // only when the API server says it is missing (the first lease of a
 // cluster), not on every create.
-func (m *Manager) create(ctx context.Context, nodeName string) error {
+func (m *Manager) create(ctx context.Context, nodeName string, owner *metav1.OwnerReference) error {
 	now := metav1.NewMicroTime(m.now())
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: Name(nodeName)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: Name(nodeName), OwnerReferences: withOwner(nil, owner)},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To(Holder),
 			LeaseDurationSeconds: ptr.To(int32(m.duration().Seconds())),

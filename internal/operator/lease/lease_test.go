@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,5 +74,44 @@ func TestHolder(t *testing.T) {
 		if err != nil || holder != tt.holder || live != tt.live {
 			t.Errorf("Holder(%s) = %q, %v, %v; want %q, %v", tt.node, holder, live, err, tt.holder, tt.live)
 		}
+	}
+}
+
+// ObtainFor names its owner on the lease: on the create, and on the renewal
+// of a lease an earlier maintenance of the node owned (replacing that owner,
+// keeping owners of other kinds) even when the renewal is not due yet.
+func TestObtainForNamesTheOwner(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	c := fake.NewClientBuilder().Build()
+	m := &Manager{Client: c, Now: func() time.Time { return now }}
+	nm := func(name, uid string) *metav1.OwnerReference {
+		return &metav1.OwnerReference{APIVersion: "nodemaintenance.medik8s.io/v1beta1", Kind: "NodeMaintenance", Name: name, UID: types.UID(uid)}
+	}
+	owners := func() []metav1.OwnerReference {
+		l := &coordinationv1.Lease{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: Namespace, Name: Name("node01")}, l); err != nil {
+			t.Fatal(err)
+		}
+		return l.OwnerReferences
+	}
+	if err := m.ObtainFor(context.Background(), "node01", nm("first", "u1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := owners(); len(got) != 1 || got[0].UID != "u1" {
+		t.Fatalf("owners after the create: %+v; want the first maintenance", got)
+	}
+	l := &coordinationv1.Lease{}
+	_ = c.Get(context.Background(), client.ObjectKey{Namespace: Namespace, Name: Name("node01")}, l)
+	l.OwnerReferences = append(l.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "keep", UID: "c1"})
+	if err := c.Update(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second) // renewal not due
+	if err := m.ObtainFor(context.Background(), "node01", nm("second", "u2")); err != nil {
+		t.Fatal(err)
+	}
+	got := owners()
+	if len(got) != 2 || got[0].UID != "u2" || got[1].UID != "c1" {
+		t.Fatalf("owners after the second maintenance took the lease: %+v; want it and the ConfigMap", got)
 	}
 }
