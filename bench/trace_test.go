@@ -101,6 +101,7 @@ func formatTrace(events []testcluster.AuditEvent, s span) string {
 		totals[key].n++
 		totals[key].took += took
 	}
+	b.WriteString(milestones(in, s))
 	keys := make([]string, 0, len(totals))
 	for k := range totals {
 		keys = append(keys, k)
@@ -111,6 +112,47 @@ func formatTrace(events []testcluster.AuditEvent, s span) string {
 		fmt.Fprintf(&b, "%-60s %5d %s\n", k, totals[k].n, ms(totals[k].took))
 	}
 	return b.String()
+}
+
+// milestones sums up a side's drain in the span: when its first eviction
+// was received, when the last was answered, when kwok deleted the last of
+// the evicted pods, and the clock's stop, each from the clock's start. Two
+// sides' milestones side by side say where one's extra time goes: before
+// the first eviction (the fixed cost), during the evictions, or between the
+// last deletion and the stop (noticing that the node is drained).
+func milestones(in []testcluster.AuditEvent, s span) string {
+	client := "node-maintenance-operator"
+	if s.side == limitSide {
+		client = "bench.test"
+	}
+	var first, lastAnswer, lastDelete time.Time
+	evicted := map[string]bool{}
+	for _, e := range in {
+		if program(e.UserAgent) == client && e.Verb == "create" && e.ObjectRef.Subresource == "eviction" {
+			if first.IsZero() {
+				first = e.RequestReceivedTimestamp
+			}
+			if e.StageTimestamp.After(lastAnswer) {
+				lastAnswer = e.StageTimestamp
+			}
+			evicted[e.ObjectRef.Namespace+"/"+e.ObjectRef.Name] = true
+		}
+	}
+	for _, e := range in {
+		if e.Verb == "delete" && e.ObjectRef.Resource == "pods" && e.ObjectRef.Subresource == "" && e.ResponseStatus.Code == 200 &&
+			evicted[e.ObjectRef.Namespace+"/"+e.ObjectRef.Name] && e.StageTimestamp.After(lastDelete) {
+			lastDelete = e.StageTimestamp
+		}
+	}
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return "    none"
+		}
+		return fmt.Sprintf("%8.1f", float64(t.Sub(s.start))/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("\nmilestones (ms from the clock's start): first eviction received %s, last eviction answered %s, "+
+		"last evicted pod deleted %s, clock stopped %s (%d pods evicted)\n",
+		at(first), at(lastAnswer), at(lastDelete), at(s.end), len(evicted))
 }
 
 // program is the program part of a user agent ("kube-scheduler/v1.37.2
@@ -135,7 +177,15 @@ func TestFormatTraceKeepsTheSpanInOrder(t *testing.T) {
 		ev(10*time.Millisecond, 20*time.Millisecond, "bench.test/v0", "create", "nodemaintenances", "bench-n1"),
 		ev(100*time.Millisecond, time.Millisecond, "kubectl/v1.37.2", "get", "nodes", "after"),
 	}
+	evict := ev(40*time.Millisecond, 10*time.Millisecond, "node-maintenance-operator/v0", "create", "pods", "web-1")
+	evict.ObjectRef.Subresource, evict.ObjectRef.Namespace = "eviction", "shop"
+	gone := ev(70*time.Millisecond, 5*time.Millisecond, "kwok-controller/v0.8.0", "delete", "pods", "web-1")
+	gone.ObjectRef.Namespace = "shop"
+	events = append(events, evict, gone)
 	got := formatTrace(events, span{start: t0, end: t0.Add(100 * time.Millisecond)})
+	if !strings.Contains(got, "first eviction received     40.0, last eviction answered     50.0, last evicted pod deleted     75.0, clock stopped    100.0 (1 pods evicted)") {
+		t.Errorf("milestones missing or wrong:\n%s", got)
+	}
 	create, patch := strings.Index(got, "create  nodemaintenances bench-n1"), strings.Index(got, "patch   nodes n1")
 	if create < 0 || patch < 0 || patch < create {
 		t.Errorf("want the create, then the patch:\n%s", got)
