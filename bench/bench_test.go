@@ -143,7 +143,8 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 		writeTrace(b, c, strings.ToLower(name)+"-trace.txt", spans...)
 	}
 	kube, limit, opS := Seconds(kubectlT), Seconds(limitT), Seconds(opT)
-	target := map[string][2]float64{"P1": {0.25, 1.15}, "P2": {0.2, 1.10}}[name]
+	// P1 against the limit loop: #31's target (1.3×, a median of BENCH_RUNS=9).
+	target := map[string][2]float64{"P1": {0.25, 1.3}, "P2": {0.2, 1.10}}[name]
 	record(
 		Row{Scenario: name, Side: kubectlSide, Sample: kube},
 		Row{Scenario: name, Side: limitSide, Sample: limit},
