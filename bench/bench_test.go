@@ -374,7 +374,7 @@ func BenchmarkP3(b *testing.B) {
 			if dir := resultsDir(); dir != "" && i == 0 {
 				// Where the CPU of the drain goes: the operator's and the
 				// API server's profiles of its first seconds.
-				go func() { defer close(profiled); saveCPUProfiles(t, c, dir, p3ProfileSeconds) }()
+				go func() { defer close(profiled); saveCPUProfiles(t, c, dir, "p3", p3ProfileSeconds) }()
 			} else {
 				close(profiled)
 			}
@@ -847,19 +847,20 @@ const p3ProfileSeconds = 5
 
 // saveCPUProfiles saves seconds of CPU profile of the operator and of
 // kube-apiserver (its /debug/pprof, on by default, for the admin user) to
-// dir, at the same time.
-func saveCPUProfiles(t testing.TB, c *testcluster.Cluster, dir string, seconds int) {
+// dir, at the same time, as prefix-operator-cpu.pprof and
+// prefix-kube-apiserver-cpu.pprof.
+func saveCPUProfiles(t testing.TB, c *testcluster.Cluster, dir, prefix string, seconds int) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		path := filepath.Join(dir, "p3-operator-cpu.pprof")
+		path := filepath.Join(dir, prefix+"-operator-cpu.pprof")
 		if err := op.saveProfile(fmt.Sprintf("profile?seconds=%d", seconds), path); err != nil {
 			t.Logf("operator CPU profile not saved: %v", err)
 			return
 		}
-		t.Logf("operator CPU profile of the P3 drain: go tool pprof -top %s", path)
+		t.Logf("operator CPU profile (%s): go tool pprof -top %s", prefix, path)
 	})
 	wg.Go(func() {
-		path := filepath.Join(dir, "p3-kube-apiserver-cpu.pprof")
+		path := filepath.Join(dir, prefix+"-kube-apiserver-cpu.pprof")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds+30)*time.Second)
 		defer cancel()
 		body, err := c.Clientset.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
@@ -871,7 +872,7 @@ func saveCPUProfiles(t testing.TB, c *testcluster.Cluster, dir string, seconds i
 			t.Logf("kube-apiserver CPU profile not saved: %v", err)
 			return
 		}
-		t.Logf("kube-apiserver CPU profile of the P3 drain: go tool pprof -top %s", path)
+		t.Logf("kube-apiserver CPU profile (%s): go tool pprof -top %s", prefix, path)
 	})
 	wg.Wait()
 }

@@ -29,6 +29,11 @@ const (
 	// at a time, each create's return timed.
 	p8Existing = 500
 	p8Timed    = 150
+	// p8Baseline of the p8Existing are created one at a time first, timed:
+	// the same create with few NodeMaintenances present.
+	p8Baseline = 30
+	// p8ProfileSeconds of CPU profile are taken during the timed creates.
+	p8ProfileSeconds = 5
 	// p8IdleWindow is how long each process's CPU is watched on the idle
 	// cluster of a step.
 	p8IdleWindow = 10 * time.Second
@@ -288,40 +293,61 @@ func p8Maintenance(node string) *nmv1beta1.NodeMaintenance {
 }
 
 // p8Admission creates p8Existing NodeMaintenances of populated nodes (they
-// drain its bare pods), waits until they are Succeeded (or five minutes),
-// then creates p8Timed more, one at a time, each of another populated node,
-// and records the p50 and p99 of how long each create took to return: the
-// admission webhook and the store, as a user's create sees them. It
-// deletes them all afterwards.
+// drain its bare pods), the first p8Baseline of them one at a time, each
+// create's return timed (the baseline: few exist); waits until they are
+// Succeeded (or five minutes); then creates p8Timed more, one at a time,
+// each of another populated node, and records the median and p99 of how
+// long each create took to return: the admission webhook and the store,
+// as a user's create sees them. It deletes them all afterwards.
 func p8Admission(b *testing.B, c *testcluster.Cluster, pop *population, s *p8Step) {
 	// A small trial run (BENCH_P8_NODES=10,100) measures the same on fewer.
 	existing := min(p8Existing, len(pop.nodes)/2)
 	timed := min(p8Timed, len(pop.nodes)-existing)
-	ctx := context.Background()
 	defer p8DeleteMaintenances(b, c)
-	parallel(b, 16, existing, func(i int) error {
-		if err := c.Client.Create(ctx, p8Maintenance(pop.nodes[i])); err != nil {
-			return fmt.Errorf("create NodeMaintenance %d of %d: %w", i+1, existing, err)
+	baseline := p8TimedCreates(b, c, pop.nodes[:min(p8Baseline, existing)])
+	parallel(b, 16, existing-len(baseline.Values), func(i int) error {
+		node := pop.nodes[len(baseline.Values)+i]
+		if err := c.Client.Create(context.Background(), p8Maintenance(node)); err != nil {
+			return fmt.Errorf("create NodeMaintenance of node %s (%d exist): %w", node, existing, err)
 		}
 		return nil
 	})
 	s.admissionExisting, s.succeeded = existing, p8WaitSucceeded(b, c, existing, 5*time.Minute)
+	profiled := make(chan struct{})
+	if dir := resultsDir(); dir != "" {
+		// Where the time of a create goes with that many NodeMaintenances.
+		go func() { defer close(profiled); saveCPUProfiles(b, c, dir, "p8-admission", p8ProfileSeconds) }()
+	} else {
+		close(profiled)
+	}
+	lat := p8TimedCreates(b, c, pop.nodes[existing:existing+timed])
+	<-profiled
+	s.admissionP50, s.admissionP99 = lat.Percentile(50), lat.Percentile(99)
+	side := fmt.Sprintf("create's return, one at a time, while %d NodeMaintenances exist (%d of them Succeeded)", existing, s.succeeded)
+	scenario := p8Scenario(s.nodes)
+	record(
+		Row{Scenario: scenario, Side: fmt.Sprintf("create's return, one at a time, while 0–%d NodeMaintenances exist: median of %d creates (baseline)",
+			len(baseline.Values)-1, len(baseline.Values)), Sample: baseline},
+		Row{Scenario: scenario, Side: fmt.Sprintf("%s: median of %d creates", side, timed), Sample: lat,
+			Ratio: lat.Median() / baseline.Median(), Of: "baseline"},
+		Row{Scenario: scenario, Side: fmt.Sprintf("%s: p99 of %d creates", side, timed),
+			Sample: Sample{Values: []float64{s.admissionP99}, Unit: "ms"}, Max: 50},
+	)
+}
+
+// p8TimedCreates creates a NodeMaintenance of each node, one at a time, and
+// returns how long each create took to return.
+func p8TimedCreates(b *testing.B, c *testcluster.Cluster, nodes []string) Sample {
 	lat := Sample{Unit: "ms"}
-	for i := range timed {
-		nm := p8Maintenance(pop.nodes[existing+i])
+	for _, node := range nodes {
+		nm := p8Maintenance(node)
 		start := time.Now()
-		if err := c.Client.Create(ctx, nm); err != nil {
-			b.Fatalf("create NodeMaintenance %s with %d others present: %v", nm.Name, existing+i, err)
+		if err := c.Client.Create(context.Background(), nm); err != nil {
+			b.Fatalf("create NodeMaintenance %s: %v", nm.Name, err)
 		}
 		lat.Values = append(lat.Values, float64(time.Since(start).Microseconds())/1000)
 	}
-	s.admissionP50, s.admissionP99 = lat.Percentile(50), lat.Percentile(99)
-	side := fmt.Sprintf("create's return, one at a time, while %d NodeMaintenances exist (%d of them Succeeded)", existing, s.succeeded)
-	record(
-		Row{Scenario: p8Scenario(s.nodes), Side: fmt.Sprintf("%s: median of %d creates", side, timed), Sample: lat},
-		Row{Scenario: p8Scenario(s.nodes), Side: fmt.Sprintf("%s: p99 of %d creates", side, timed),
-			Sample: Sample{Values: []float64{s.admissionP99}, Unit: "ms"}, Max: 50},
-	)
+	return lat
 }
 
 // p8WaitSucceeded waits up to timeout until want of the admission
