@@ -80,6 +80,11 @@ func TestMain(m *testing.M) {
 	if tracing {
 		opts.AuditPolicy = testcluster.TracePolicy
 	}
+	if p8Asked() {
+		// P8's thousands of nodes and pods need kwok to keep up (see
+		// testcluster.Options.KwokParallelism).
+		opts.KwokParallelism = p8KwokParallelism
+	}
 	os.Exit(testcluster.Main(m, opts))
 }
 

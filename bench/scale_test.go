@@ -37,6 +37,8 @@ const (
 	// p8IdleWindow is how long each process's CPU is watched on the idle
 	// cluster of a step.
 	p8IdleWindow = 10 * time.Second
+	// p8KwokParallelism is kwok's parallelism in a cluster that runs P8.
+	p8KwokParallelism = 32
 )
 
 // p8Processes are the processes whose CPU and memory P8 reports at each
@@ -64,7 +66,7 @@ type p8Step struct {
 // NodeMaintenances exist. Long and memory-hungry: it runs only when asked
 // by name (make bench BENCH=P8).
 func BenchmarkP8(b *testing.B) {
-	if f := flag.Lookup("test.bench"); f == nil || !strings.Contains(f.Value.String(), "P8") {
+	if !p8Asked() {
 		b.Skip("P8 is long and memory-hungry: it runs only when asked by name, make bench BENCH=P8")
 	}
 	steps, err := parseSteps(envString("BENCH_P8_NODES", p8DefaultSteps))
@@ -87,6 +89,12 @@ func BenchmarkP8(b *testing.B) {
 		growth = append(growth, s)
 		writeP8(b, growth, target)
 	}
+}
+
+// p8Asked reports whether the benchmarks asked for (-test.bench) name P8.
+func p8Asked() bool {
+	f := flag.Lookup("test.bench")
+	return f != nil && strings.Contains(f.Value.String(), "P8")
 }
 
 // parseSteps reads a comma-separated list of growing node counts.
