@@ -79,15 +79,22 @@ func BenchmarkP8(b *testing.B) {
 	pop := newPopulation(b, c, bulkClient(b, c))
 	var growth []p8Step
 	for _, n := range steps {
-		s := p8Grow(b, pop, n)
-		p8Components(b, c, &s)
-		p8Operator(b, c, &s, n == target)
-		p8Drains(b, c, w, &s, n == target)
-		if n == target {
-			p8Admission(b, c, pop, &s)
+		growth = append(growth, p8Grow(b, pop, n))
+		s := &growth[len(growth)-1]
+		// Written after each measurement: a run stopped by its timeout
+		// keeps what it measured.
+		measures := []func(){
+			func() { p8Components(b, c, s) },
+			func() { p8Operator(b, c, s, n == target) },
+			func() { p8Drains(b, c, w, s, n == target) },
 		}
-		growth = append(growth, s)
-		writeP8(b, growth, target)
+		if n == target {
+			measures = append(measures, func() { p8Admission(b, c, pop, s) })
+		}
+		for _, measure := range measures {
+			measure()
+			writeP8(b, growth, target)
+		}
 	}
 }
 
