@@ -41,6 +41,10 @@ const (
 	p8KwokParallelism = 32
 )
 
+// p8Pods is the bare pods per populated node: p8PodsPerNode unless
+// BENCH_P8_PODS says otherwise (a short trial of the steps' other figures).
+var p8Pods = envInt("BENCH_P8_PODS", p8PodsPerNode)
+
 // p8Processes are the processes whose CPU and memory P8 reports at each
 // step: the cluster's, the operator, and this benchmark itself.
 var p8Processes = append(slices.Clone(cpuProcesses), "bench.test")
@@ -141,10 +145,10 @@ func p8Scenario(nodes int) string { return fmt.Sprintf("P8 %d nodes", nodes) }
 func p8Grow(b *testing.B, pop *population, nodes int) p8Step {
 	added := nodes - len(pop.nodes)
 	start := time.Now()
-	pop.grow(b, added, p8PodsPerNode)
+	pop.grow(b, added, p8Pods)
 	s := p8Step{nodes: nodes, pods: pop.pods, populate: time.Since(start)}
 	record(Row{Scenario: p8Scenario(nodes),
-		Side:   fmt.Sprintf("populate: %d nodes and %d bare pods added (until Ready and Running)", added, added*p8PodsPerNode),
+		Side:   fmt.Sprintf("populate: %d nodes and %d bare pods added (until Ready and Running)", added, added*p8Pods),
 		Sample: Seconds([]time.Duration{s.populate})})
 	b.Logf("P8: %d nodes, %d pods; this step's populate took %s", nodes, pop.pods, s.populate.Round(time.Second))
 	return s
