@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -77,6 +79,11 @@ func TestMain(m *testing.M) {
 		}}
 	if tracing {
 		opts.AuditPolicy = testcluster.TracePolicy
+	}
+	if p8Asked() {
+		// P8's thousands of nodes and pods need kwok to keep up (see
+		// testcluster.Options.KwokParallelism).
+		opts.KwokParallelism = p8KwokParallelism
 	}
 	os.Exit(testcluster.Main(m, opts))
 }
@@ -376,7 +383,7 @@ func BenchmarkP3(b *testing.B) {
 			if dir := resultsDir(); dir != "" && i == 0 {
 				// Where the CPU of the drain goes: the operator's and the
 				// API server's profiles of its first seconds.
-				go func() { defer close(profiled); saveCPUProfiles(t, c, dir, p3ProfileSeconds) }()
+				go func() { defer close(profiled); saveCPUProfiles(t, c, dir, "p3", p3ProfileSeconds) }()
 			} else {
 				close(profiled)
 			}
@@ -853,19 +860,20 @@ const p3ProfileSeconds = 5
 
 // saveCPUProfiles saves seconds of CPU profile of the operator and of
 // kube-apiserver (its /debug/pprof, on by default, for the admin user) to
-// dir, at the same time.
-func saveCPUProfiles(t testing.TB, c *testcluster.Cluster, dir string, seconds int) {
+// dir, at the same time, as prefix-operator-cpu.pprof and
+// prefix-kube-apiserver-cpu.pprof.
+func saveCPUProfiles(t testing.TB, c *testcluster.Cluster, dir, prefix string, seconds int) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		path := filepath.Join(dir, "p3-operator-cpu.pprof")
+		path := filepath.Join(dir, prefix+"-operator-cpu.pprof")
 		if err := op.saveProfile(fmt.Sprintf("profile?seconds=%d", seconds), path); err != nil {
 			t.Logf("operator CPU profile not saved: %v", err)
 			return
 		}
-		t.Logf("operator CPU profile of the P3 drain: go tool pprof -top %s", path)
+		t.Logf("operator CPU profile (%s): go tool pprof -top %s", prefix, path)
 	})
 	wg.Go(func() {
-		path := filepath.Join(dir, "p3-kube-apiserver-cpu.pprof")
+		path := filepath.Join(dir, prefix+"-kube-apiserver-cpu.pprof")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds+30)*time.Second)
 		defer cancel()
 		body, err := c.Clientset.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
@@ -877,7 +885,7 @@ func saveCPUProfiles(t testing.TB, c *testcluster.Cluster, dir string, seconds i
 			t.Logf("kube-apiserver CPU profile not saved: %v", err)
 			return
 		}
-		t.Logf("kube-apiserver CPU profile of the P3 drain: go tool pprof -top %s", path)
+		t.Logf("kube-apiserver CPU profile (%s): go tool pprof -top %s", prefix, path)
 	})
 	wg.Wait()
 }
@@ -890,11 +898,19 @@ var cpuProcesses = []string{"kube-apiserver", "etcd", "kube-controller", "kube-s
 // name (as /proc/PID/comm has them, at most 15 characters).
 func cpuByProcess(t testing.TB) map[string]float64 {
 	t.Helper()
+	return sumByProcess(processesByName(t, cpuProcesses, ""), processCPUSeconds)
+}
+
+// processesByName finds the processes whose name (/proc/PID/comm) starts
+// with one of names, by that name; with only set, just those whose command
+// line contains it (a cluster's name: its processes' paths have it).
+func processesByName(t testing.TB, names []string, only string) map[string][]int {
+	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := map[string]float64{}
+	found := map[string][]int{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -904,12 +920,29 @@ func cpuByProcess(t testing.TB) map[string]float64 {
 		if err != nil {
 			continue
 		}
+		if only != "" {
+			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if err != nil || !strings.Contains(string(cmdline), only) {
+				continue
+			}
+		}
 		name := strings.TrimSpace(string(comm))
-		for _, want := range cpuProcesses {
+		for _, want := range names {
 			if strings.HasPrefix(name, want) {
-				if secs, err := processCPUSeconds(pid); err == nil {
-					sum[want] += secs
-				}
+				found[want] = append(found[want], pid)
+			}
+		}
+	}
+	return found
+}
+
+// sumByProcess sums f over each name's processes.
+func sumByProcess(procs map[string][]int, f func(pid int) (float64, error)) map[string]float64 {
+	sum := map[string]float64{}
+	for name, pids := range procs {
+		for _, pid := range pids {
+			if v, err := f(pid); err == nil {
+				sum[name] += v
 			}
 		}
 	}
@@ -939,23 +972,60 @@ func bulkClient(t testing.TB, c *testcluster.Cluster) kubernetes.Interface {
 // each, and waits until every node is Ready and every pod Running.
 func populate(t testing.TB, c *testcluster.Cluster, cs kubernetes.Interface, nodeCount, podsPerNode int) []string {
 	t.Helper()
+	return newPopulation(t, c, cs).grow(t, nodeCount, podsPerNode)
+}
+
+// population is fake nodes of one pool with bare pods bound to each, in one
+// namespace, deleted at the test's cleanup; grow adds to it, so that one
+// cluster can be measured at several sizes (P8).
+type population struct {
+	cs    kubernetes.Interface
+	pool  *testcluster.Pool
+	ns    string
+	nodes []string
+	pods  int
+	steps int
+}
+
+// stepLabel marks the nodes and pods of one grow, so that its waits list
+// only what it added.
+const stepLabel = "bench.nodemaintenance.medik8s.io/step"
+
+func newPopulation(t testing.TB, c *testcluster.Cluster, cs kubernetes.Interface) *population {
+	t.Helper()
+	p := &population{cs: cs, pool: c.NewPool(t), ns: c.Namespace(t)}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: testcluster.PoolLabel + "=" + p.pool.Value})
+	})
+	return p
+}
+
+// grow adds nodeCount fake nodes with podsPerNode bare pods bound to each,
+// waits until every new node is Ready and every new pod Running, and
+// returns the new nodes' names.
+func (p *population) grow(t testing.TB, nodeCount, podsPerNode int) []string {
+	t.Helper()
 	ctx := context.Background()
-	pool := c.NewPool(t)
-	ns := c.Namespace(t)
-	names := make([]string, nodeCount)
-	for i := range names {
-		names[i] = fmt.Sprintf("%s-n%04d", pool.Value, i)
+	p.steps++
+	step := strconv.Itoa(p.steps)
+	selector := stepLabel + "=" + step
+	first := len(p.nodes)
+	for i := range nodeCount {
+		p.nodes = append(p.nodes, fmt.Sprintf("%s-n%05d", p.pool.Value, first+i))
 	}
+	names := p.nodes[first:]
+	labels := map[string]string{stepLabel: step}
+	maps.Copy(labels, p.pool.Selector())
 	parallel(t, 32, nodeCount, func(i int) error {
-		_, err := cs.CoreV1().Nodes().Create(ctx, testcluster.FakeNode(names[i], pool.Selector()), metav1.CreateOptions{})
+		_, err := p.cs.CoreV1().Nodes().Create(ctx, testcluster.FakeNode(names[i], labels), metav1.CreateOptions{})
 		return err
 	})
-	t.Cleanup(func() {
-		_ = cs.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: testcluster.PoolLabel + "=" + pool.Value})
-	})
-	testcluster.WaitFor(t, 5*time.Minute, fmt.Sprintf("%d nodes Ready", nodeCount), func(ctx context.Context) (bool, error) {
-		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: testcluster.PoolLabel + "=" + pool.Value})
+	// Large lists are polled less often: a list of thousands of objects
+	// every 100 ms would load the API server the benchmark measures.
+	interval := time.Duration(1+nodeCount/500) * 100 * time.Millisecond
+	pollFor(t, 5*time.Minute+time.Duration(nodeCount)*50*time.Millisecond, interval, fmt.Sprintf("%d nodes Ready", nodeCount), func(ctx context.Context) (bool, error) {
+		list, err := p.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
 		if err != nil {
 			return false, err
 		}
@@ -969,23 +1039,52 @@ func populate(t testing.TB, c *testcluster.Cluster, cs kubernetes.Interface, nod
 		}
 		return ready == nodeCount, nil
 	})
-	parallel(t, 64, nodeCount*podsPerNode, func(i int) error {
+	p.addPods(t, names, podsPerNode, step, interval)
+	return names
+}
+
+// addPods creates podsPerNode bare pods bound to each of nodes, labelled
+// with the step, and waits until they all run.
+func (p *population) addPods(t testing.TB, nodes []string, podsPerNode int, step string, interval time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	total, first := len(nodes)*podsPerNode, p.pods
+	p.pods += total
+	parallel(t, 64, total, func(i int) error {
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p%06d", i), Labels: map[string]string{"app": "p5"}},
-			Spec: corev1.PodSpec{NodeName: names[i/podsPerNode], TerminationGracePeriodSeconds: ptr.To[int64](1),
+			ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: fmt.Sprintf("p%06d", first+i), Labels: map[string]string{"app": "p5", stepLabel: step}},
+			Spec: corev1.PodSpec{NodeName: nodes[i/podsPerNode], TerminationGracePeriodSeconds: ptr.To[int64](1),
 				Containers: []corev1.Container{{Name: "app", Image: testcluster.PauseImage}}},
 		}
-		_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		_, err := p.cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{})
 		return err
 	})
-	testcluster.WaitFor(t, 10*time.Minute, fmt.Sprintf("%d pods Running", nodeCount*podsPerNode), func(ctx context.Context) (bool, error) {
-		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Running", ResourceVersion: "0"})
+	pollFor(t, 10*time.Minute+time.Duration(total)*20*time.Millisecond, interval, fmt.Sprintf("%d pods Running", total), func(ctx context.Context) (bool, error) {
+		list, err := p.cs.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: stepLabel + "=" + step,
+			FieldSelector: "status.phase=Running", ResourceVersion: "0"})
 		if err != nil {
 			return false, err
 		}
-		return len(list.Items) == nodeCount*podsPerNode, nil
+		return len(list.Items) == total, nil
 	})
-	return names
+}
+
+// pollFor is testcluster.WaitFor with a polling interval of its own.
+func pollFor(t testing.TB, timeout, interval time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var lastErr error
+	err := wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		if err != nil && ctx.Err() == nil {
+			lastErr = err
+		}
+		return ok && err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+	}
 }
 
 // parallel runs f(0..n-1) on workers goroutines and fails on the first error.

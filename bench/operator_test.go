@@ -70,7 +70,12 @@ func (o *operatorProcess) peakRSSMB() (float64, error) { return o.statusMB("VmHW
 
 // statusMB reads one kB field of /proc/PID/status, in MB.
 func (o *operatorProcess) statusMB(field string) (float64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", o.Pid()))
+	return processStatusMB(o.Pid(), field)
+}
+
+// processStatusMB reads one kB field (VmRSS, VmHWM) of /proc/PID/status, in MB.
+func processStatusMB(pid int, field string) (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
@@ -82,7 +87,7 @@ func (o *operatorProcess) statusMB(field string) (float64, error) {
 			return kb / 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no %s for pid %d", field, o.Pid())
+	return 0, fmt.Errorf("no %s for pid %d", field, pid)
 }
 
 // cpuSeconds is the CPU time the process used so far (user + system).

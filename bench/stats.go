@@ -18,7 +18,7 @@ import (
 // Sample is the runs of one side of a scenario, in the unit it measures.
 type Sample struct {
 	Values []float64
-	Unit   string // "s", "MB", "cores", "req/pod"
+	Unit   string // "s", "ms", "MB", "cores", "req/pod"
 }
 
 // Median of the runs; NaN without runs.
@@ -33,6 +33,19 @@ func (s Sample) Median() float64 {
 		return v[n/2]
 	}
 	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// Percentile is the nearest-rank p-th percentile of the runs (0 < p ≤ 100):
+// the smallest run that at least p% of the runs do not exceed. NaN without
+// runs.
+func (s Sample) Percentile(p float64) float64 {
+	if len(s.Values) == 0 || p <= 0 || p > 100 {
+		return math.NaN()
+	}
+	v := slices.Clone(s.Values)
+	slices.Sort(v)
+	rank := int(math.Ceil(p / 100 * float64(len(v))))
+	return v[max(rank, 1)-1]
 }
 
 // Spread is the smallest and the largest run.
@@ -134,6 +147,8 @@ func format(v float64, unit string) string {
 		return fmt.Sprintf("%.3f s", v)
 	case "MB":
 		return fmt.Sprintf("%.1f MB", v)
+	case "ms":
+		return fmt.Sprintf("%.1f ms", v)
 	case "cores":
 		return fmt.Sprintf("%.4f cores", v)
 	default:

@@ -69,3 +69,49 @@ func TestSlopeAndHalves(t *testing.T) {
 		t.Errorf("halves of 1..5 = %v, %v", first, second)
 	}
 }
+
+func TestPercentile(t *testing.T) {
+	hundred := make([]float64, 100)
+	for i := range hundred {
+		hundred[i] = float64(100 - i) // 100, 99, ..., 1: unsorted on purpose
+	}
+	// 150 creates with one outlier: p99 is the second largest, not the outlier.
+	creates := make([]float64, 150)
+	for i := range creates {
+		creates[i] = float64(i + 1)
+	}
+	creates[149] = 1000
+	for _, tc := range []struct {
+		values []float64
+		p      float64
+		want   float64
+	}{
+		{hundred, 50, 50},
+		{hundred, 99, 99},
+		{hundred, 100, 100},
+		{hundred, 1, 1},
+		{[]float64{3, 1, 2}, 50, 2},
+		{[]float64{3, 1, 2}, 99, 3},
+		{[]float64{7}, 99, 7},
+		{creates, 99, 149},
+		{creates, 50, 75},
+	} {
+		if got := (Sample{Values: tc.values}).Percentile(tc.p); got != tc.want {
+			t.Errorf("p%v of %d runs = %v, want %v", tc.p, len(tc.values), got, tc.want)
+		}
+	}
+	if hundred[0] != 100 {
+		t.Error("Percentile sorted the caller's values")
+	}
+	for _, tc := range []struct {
+		s Sample
+		p float64
+	}{{Sample{}, 50}, {Sample{Values: []float64{1}}, 0}, {Sample{Values: []float64{1}}, 101}} {
+		if got := tc.s.Percentile(tc.p); !math.IsNaN(got) {
+			t.Errorf("p%v of %v = %v, want NaN", tc.p, tc.s.Values, got)
+		}
+	}
+	if got := format(12.34, "ms"); got != "12.3 ms" {
+		t.Errorf("format ms = %q", got)
+	}
+}

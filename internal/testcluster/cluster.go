@@ -92,6 +92,12 @@ type Options struct {
 	// NoSpareNode leaves out the spare node (SpareNode) a cluster without
 	// real nodes otherwise gets.
 	NoSpareNode bool
+	// KwokParallelism, when set, is how many pod stages, node stages and
+	// node leases kwok works on at once (kwok's default is 4 each). With 4,
+	// kwok marks pods Running and renews leases no faster than 4 API calls'
+	// latency allows: on a loaded 2-core machine about 8 a second, too slow
+	// for thousands of nodes (make bench's P8 raises it; nothing else does).
+	KwokParallelism uint
 }
 
 // SpareNode is a fake Ready node no test maintains, in every cluster without
@@ -247,6 +253,13 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 	if opts.RealNodes > 0 || opts.UnmanagedNodes {
 		args = append(args, RealNodeKwokctlArgs()...)
 	}
+	if opts.KwokParallelism > 0 {
+		cfg := filepath.Join(workDir, "kwok-parallelism.yaml")
+		if err := os.WriteFile(cfg, []byte(kwokParallelismConfig(opts.KwokParallelism)), 0o644); err != nil {
+			return c, err
+		}
+		args = append([]string{"--config", cfg}, args...)
+	}
 	if opts.KubeProxy {
 		cfg := filepath.Join(workDir, "kwokctl-kube-proxy.yaml")
 		if err := os.WriteFile(cfg, []byte(KubeProxyKwokctlConfig()), 0o644); err != nil {
@@ -311,6 +324,18 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 		}
 	}
 	return c, nil
+}
+
+// kwokParallelismConfig is a kwokctl config document that sets kwok's
+// parallelism of pod stages, node stages and node leases to n.
+func kwokParallelismConfig(n uint) string {
+	return fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: %[1]d
+  nodePlayStageParallelism: %[1]d
+  nodeLeaseParallelism: %[1]d
+`, n)
 }
 
 // addSpareNode creates SpareNode and waits until kwok reports it Ready.
