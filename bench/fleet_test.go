@@ -25,7 +25,7 @@ const targetsPerSpare = 10
 // fleet is a large set of prepared nodes (P7): count nodes that each run
 // pods pods of a Deployment of their own, and a spare node for every
 // targetsPerSpare of them. Each Deployment's pods may run only on their
-// node or its spare (required node affinity by name), and the spares are
+// node or its spare (required node affinity on the hostname label, which FakeNode sets to the name), and the spares are
 // added once the pods run, so every pod starts on its node and an evicted
 // one can only go to the spare: never to another node of the set, drained
 // or not. No pod tolerates the cordon.
@@ -152,7 +152,7 @@ func pollSlow(t testing.TB, timeout time.Duration, what string, cond func(ctx co
 func (f *fleet) deployment(i, pods int) *appsv1.Deployment {
 	name := fmt.Sprintf("app-%04d", i)
 	labels := map[string]string{"app": name}
-	onlyThere := corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn,
+	onlyThere := corev1.NodeSelectorRequirement{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn,
 		Values: []string{f.nodes[i], f.spares[i/targetsPerSpare]}}
 	spec := corev1.PodSpec{
 		NodeSelector:                  f.pool.Selector(),
@@ -160,7 +160,7 @@ func (f *fleet) deployment(i, pods int) *appsv1.Deployment {
 		Containers:                    []corev1.Container{{Name: "app", Image: testcluster.PauseImage}},
 		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{onlyThere}}},
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{onlyThere}}},
 			}}},
 	}
 	return &appsv1.Deployment{

@@ -64,7 +64,9 @@ func BenchmarkP7(b *testing.B) {
 			},
 			func() {
 				eachRun(b, fmt.Sprintf("P7/run%d/limit", i), func(t testing.TB) {
-					res.loops = append(res.loops, limitWaves(t, bulk, prepareFleet(t, c, bulk, nodes, p7Pods), wave))
+					d := limitWaves(t, bulk, prepareFleet(t, c, bulk, nodes, p7Pods), wave)
+					res.loops = append(res.loops, d)
+					t.Logf("limit loop's %d waves of %d nodes: %s", (nodes+wave-1)/wave, wave, d.Round(time.Millisecond))
 				})
 			},
 		}
@@ -130,7 +132,7 @@ func (p *p7) record(b *testing.B, nodes, wave int) {
 // (not timed).
 func rolloutDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nodes []string, mu intstr.IntOrString) time.Duration {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	runCounter++
 	r := &nmv1alpha1.NodeMaintenanceRollout{
