@@ -825,12 +825,19 @@ func operatorDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nod
 // time until the last is empty; the watches start before the clock.
 func limitDrainAll(t testing.TB, c *testcluster.Cluster, nodes []string) time.Duration {
 	t.Helper()
+	return limitDrainWith(t, c.Clientset, nodes)
+}
+
+// limitDrainWith is limitDrainAll through cs: P7's waves use the bulk
+// client, whose rate limit hundreds of evictions at once do not reach.
+func limitDrainWith(t testing.TB, cs kubernetes.Interface, nodes []string) time.Duration {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	drainers := make([]*LimitDrainer, len(nodes))
 	for i, n := range nodes {
 		syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
-		d, err := NewLimitDrainer(syncCtx, c.Clientset, n)
+		d, err := NewLimitDrainer(syncCtx, cs, n)
 		cancelSync()
 		if err != nil {
 			t.Fatal(err)
@@ -957,7 +964,8 @@ func watchClient(t testing.TB, c *testcluster.Cluster) client.WithWatch {
 	return w
 }
 
-// bulkClient is for populating P5's cluster fast.
+// bulkClient is for populating P5's and P7's clusters fast, and for P7's
+// limit loop (200 QPS would throttle its hundreds of evictions at once).
 func bulkClient(t testing.TB, c *testcluster.Cluster) kubernetes.Interface {
 	cfg := rest.CopyConfig(c.RESTConfig)
 	cfg.QPS, cfg.Burst = 2000, 4000

@@ -8,58 +8,140 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
+	rolloutvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
 
-// P7: a NodeMaintenanceRollout of 40 nodes × 10 pods at maxUnavailable 10,
-// no step, no hold, no soak: the time until it is Succeeded (every node
-// drained and restored), against the limit loop doing the same waves, one
-// after the other: drain 10 nodes at once, uncordon them, next 10.
+// p7Pods is the pods of each node of P7; p7MaxUnavailable its rollout's
+// maxUnavailable, a percentage of the set.
+const (
+	p7Pods           = 10
+	p7MaxUnavailable = "10%"
+)
+
+// p7 holds P7's figures across runs.
+type p7 struct {
+	rollouts, loops []time.Duration
+	perPod, peakMB  []float64
+}
+
+// P7: a NodeMaintenanceRollout of BENCH_P7_NODES (500) nodes × 10 pods at
+// maxUnavailable 10% (50 nodes at once), no step, no hold, no soak: the
+// time until it is Succeeded (every node drained and restored), against
+// the limit loop doing the same waves one after the other: drain 50 nodes
+// at once, uncordon them, next 50. Each side drains a fleet of its own,
+// freshly prepared (prepareFleet) and removed before the other side's; the
+// sides take turns going first. For the rollout it also reports the
+// operator's API requests per evicted pod over the whole rollout, and the
+// peak RSS of an operator process started just before the rollout's fleet
+// is prepared.
 func BenchmarkP7(b *testing.B) {
-	const nodes, pods, maxUnavailable = 40, 10, 10
+	nodes := envInt("BENCH_P7_NODES", 500)
+	mu := intstr.FromString(p7MaxUnavailable)
+	wave, err := rolloutvalidation.MaxUnavailableNodes(&mu, nodes)
+	if err != nil {
+		b.Fatalf("maxUnavailable %s of %d nodes: %v", p7MaxUnavailable, nodes, err)
+	}
 	c := testcluster.Get(b)
 	w := watchClient(b, c)
-	var rollouts, loops []time.Duration
+	bulk := bulkClient(b, c)
+	var res p7
 	for i := range runs {
-		eachRun(b, fmt.Sprintf("P7/run%d", i), func(t testing.TB) {
-			ns := c.Namespace(t)
-			rollouts = append(rollouts, rolloutDrain(t, c, w, prepareNodes(t, c, ns, nodes, pods, 0), maxUnavailable))
-			loops = append(loops, limitWaves(t, c, prepareNodes(t, c, ns, nodes, pods, 0), maxUnavailable))
-		})
+		sides := []func(){
+			func() {
+				eachRun(b, fmt.Sprintf("P7/run%d/rollout", i), func(t testing.TB) {
+					restartOperator(t, c)
+					res.rollout(t, c, w, prepareFleet(t, c, bulk, nodes, p7Pods), mu)
+				})
+			},
+			func() {
+				eachRun(b, fmt.Sprintf("P7/run%d/limit", i), func(t testing.TB) {
+					d := limitWaves(t, bulk, prepareFleet(t, c, bulk, nodes, p7Pods), wave)
+					res.loops = append(res.loops, d)
+					t.Logf("limit loop's %d waves of %d nodes: %s", (nodes+wave-1)/wave, wave, d.Round(time.Millisecond))
+				})
+			},
+		}
+		for k := range sides {
+			sides[(i+k)%len(sides)]()
+		}
 	}
-	r, l := Seconds(rollouts), Seconds(loops)
-	waves := (nodes + maxUnavailable - 1) / maxUnavailable
+	res.record(b, nodes, wave)
+}
+
+// restartOperator starts a fresh operator process (with the benchmark's
+// usual flags), so that its peak memory is the test's.
+func restartOperator(t testing.TB, c *testcluster.Cluster) {
+	t.Helper()
+	op.stop()
+	if err := op.start(c); err != nil {
+		t.Fatalf("restart the operator: %v", err)
+	}
+}
+
+// rollout measures one rollout of nodes: its time, the operator's API
+// requests per evicted pod over it, and the operator's peak RSS.
+func (p *p7) rollout(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nodes []string, mu intstr.IntOrString) {
+	t.Helper()
+	before, err := op.requests()
+	if err != nil {
+		t.Fatalf("the operator's API requests before the rollout: %v", err)
+	}
+	d := rolloutDrain(t, c, w, nodes, mu)
+	after, err := op.requests()
+	if err != nil {
+		t.Fatalf("the operator's API requests after the rollout: %v", err)
+	}
+	peak, err := op.peakRSSMB()
+	if err != nil {
+		t.Fatalf("the operator's peak RSS: %v", err)
+	}
+	p.rollouts = append(p.rollouts, d)
+	p.perPod = append(p.perPod, (after-before)/float64(len(nodes)*p7Pods))
+	p.peakMB = append(p.peakMB, peak)
+	t.Logf("rollout of %d nodes: %s, %.0f operator API requests, peak RSS %.1f MB", len(nodes), d.Round(time.Millisecond), after-before, peak)
+}
+
+func (p *p7) record(b *testing.B, nodes, wave int) {
+	r, l := Seconds(p.rollouts), Seconds(p.loops)
+	waves := (nodes + wave - 1) / wave
+	perPod := Sample{Values: p.perPod, Unit: "req/pod"}
 	record(
-		Row{Scenario: "P7", Side: fmt.Sprintf("limit loop, %d waves of %d nodes, each drained and uncordoned", waves, maxUnavailable), Sample: l},
-		Row{Scenario: "P7", Side: fmt.Sprintf("operator, rollout of %d nodes × %d pods at maxUnavailable %d", nodes, pods, maxUnavailable),
+		Row{Scenario: "P7", Side: fmt.Sprintf("limit loop, %d waves of %d nodes × %d pods, each drained and uncordoned", waves, wave, p7Pods), Sample: l},
+		Row{Scenario: "P7", Side: fmt.Sprintf("operator, rollout of %d nodes × %d pods at maxUnavailable %s (%d at once)", nodes, p7Pods, p7MaxUnavailable, wave),
 			Sample: r, Ratio: r.Median() / l.Median(), Of: "P7 limit loop", Max: 1.3},
+		Row{Scenario: "P7", Side: "operator API requests per evicted pod, whole rollout (every node drained and restored; rollout controller and webhook included)",
+			Sample: perPod, Max: 2.2},
+		Row{Scenario: "P7", Side: "operator peak RSS (VmHWM), fresh process, through the fleet's preparation and the rollout", Sample: Sample{Values: p.peakMB, Unit: "MB"}},
 	)
 	b.ReportMetric(r.Median(), "rollout-succeeded-s")
 	b.ReportMetric(l.Median(), "limit-waves-s")
+	b.ReportMetric(perPod.Median(), "req/pod")
 }
 
 // rolloutDrain creates a rollout of nodes and returns the time until a
 // watch sees it Succeeded; then it deletes it and waits until it is gone
 // (not timed).
-func rolloutDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nodes []string, maxUnavailable int) time.Duration {
+func rolloutDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nodes []string, mu intstr.IntOrString) time.Duration {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	runCounter++
 	r := &nmv1alpha1.NodeMaintenanceRollout{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-r%d-%d", os.Getpid(), runCounter)},
-		Spec: nmv1alpha1.NodeMaintenanceRolloutSpec{NodeNames: nodes, Reason: "benchmark",
-			MaxUnavailable: ptr.To(intstr.FromInt32(int32(maxUnavailable)))},
+		Spec:       nmv1alpha1.NodeMaintenanceRolloutSpec{NodeNames: nodes, Reason: "benchmark", MaxUnavailable: ptr.To(mu)},
 	}
 	watcher, err := w.Watch(ctx, &nmv1alpha1.NodeMaintenanceRolloutList{}, client.MatchingFields{"metadata.name": r.Name})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("watch NodeMaintenanceRollout %s: %v", r.Name, err)
 	}
 	defer watcher.Stop()
 	start := time.Now()
@@ -73,13 +155,22 @@ func rolloutDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, node
 			return client.IgnoreNotFound(err) == nil && err != nil, nil
 		})
 	})
+	waitRolloutSucceeded(ctx, t, watcher, r.Name)
+	lastDrain = span{start: start, end: time.Now()}
+	return lastDrain.end.Sub(start)
+}
+
+// waitRolloutSucceeded returns when the watch sees the rollout Succeeded,
+// and fails the test when it halts or the deadline passes.
+func waitRolloutSucceeded(ctx context.Context, t testing.TB, watcher watch.Interface, name string) {
+	t.Helper()
 	for {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("rollout %s not Succeeded before the deadline", r.Name)
+			t.Fatalf("rollout %s not Succeeded before the deadline", name)
 		case ev, ok := <-watcher.ResultChan():
 			if !ok {
-				t.Fatal("the rollout watch ended")
+				t.Fatalf("the watch of rollout %s ended", name)
 			}
 			got, ok := ev.Object.(*nmv1alpha1.NodeMaintenanceRollout)
 			if !ok || ev.Type == watch.Deleted {
@@ -87,29 +178,51 @@ func rolloutDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, node
 			}
 			switch got.Status.Phase {
 			case nmv1alpha1.RolloutSucceeded:
-				lastDrain = span{start: start, end: time.Now()}
-				return lastDrain.end.Sub(start)
+				return
 			case nmv1alpha1.RolloutHalted:
-				t.Fatalf("rollout %s Halted: %s", r.Name, got.Status.Message)
+				t.Fatalf("rollout %s Halted: %s", name, got.Status.Message)
 			}
 		}
 	}
 }
 
 // limitWaves runs the limit loop on nodes a wave at a time: a wave's nodes
-// drained at once, then uncordoned, before the next wave starts.
-func limitWaves(t testing.TB, c *testcluster.Cluster, nodes []string, size int) time.Duration {
+// drained at once, then uncordoned at once, before the next wave starts.
+// Only the drains (limitDrainAll's own clock, its watch set-up excluded)
+// and the uncordons are timed.
+func limitWaves(t testing.TB, cs kubernetes.Interface, nodes []string, size int) time.Duration {
 	t.Helper()
 	var total time.Duration
 	for from := 0; from < len(nodes); from += size {
 		wave := nodes[from:min(from+size, len(nodes))]
+		total += limitDrainWith(t, cs, wave)
 		start := time.Now()
-		limitDrainAll(t, c, wave)
-		for _, n := range wave {
-			uncordon(t, c, n)
-		}
-		// limitDrainAll's watch set-up is not timed: only the waves are.
+		uncordonAll(t, cs, wave)
 		total += time.Since(start)
 	}
 	return total
+}
+
+// uncordonAll uncordons nodes at once and returns when every patch has
+// been answered: as the rollout counts a node restored once its
+// maintenance uncordoned it, without waiting for the node lifecycle
+// controller to take the unschedulable taint off.
+func uncordonAll(t testing.TB, cs kubernetes.Interface, nodes []string) {
+	t.Helper()
+	patch := []byte(`{"spec":{"unschedulable":false}}`)
+	errs := make(chan error, len(nodes))
+	for _, n := range nodes {
+		go func() {
+			_, err := cs.CoreV1().Nodes().Patch(context.Background(), n, k8stypes.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			if err != nil {
+				err = fmt.Errorf("uncordon node %s: %w", n, err)
+			}
+			errs <- err
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }

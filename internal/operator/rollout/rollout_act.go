@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"errors"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -14,13 +13,10 @@ import (
 // the Job of a StepRunning row exists, the child of a Restoring row (and,
 // with onFailure Continue, of a Failed row, and its Job) is deleted. A
 // create the API server refused fails its node, in a second status write.
+// The rows' actions are independent and run at once (forEach).
 func (r *RolloutReconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
-	var errs []error
-	for _, row := range s.status.Nodes {
-		if err := r.actOn(ctx, s, row, s.obs[row.Name]); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	rows := s.status.Nodes
+	err := forEach(len(rows), func(i int) error { return r.actOn(ctx, s, rows[i], s.obs[rows[i].Name]) })
 	if len(s.failures) > 0 {
 		for i := range s.status.Nodes {
 			if why, ok := s.failures[s.status.Nodes[i].Name]; ok {
@@ -35,7 +31,7 @@ func (r *RolloutReconciler) act(ctx context.Context, s *scope) (ctrl.Result, err
 			return res, err
 		}
 	}
-	return ctrl.Result{}, errors.Join(errs...)
+	return ctrl.Result{}, err
 }
 
 func (r *RolloutReconciler) actOn(ctx context.Context, s *scope, row nmv1alpha1.RolloutNode, o observed) error {

@@ -89,7 +89,7 @@ func (r *RolloutReconciler) ensureChild(ctx context.Context, s *scope, row nmv1a
 	case err == nil, apierrors.IsAlreadyExists(err):
 		return nil
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
-		s.failures[row.Name] = fmt.Sprintf("the NodeMaintenance %s of node %s was refused: %v", nm.Name, row.Name, err)
+		s.refused(row.Name, fmt.Sprintf("the NodeMaintenance %s of node %s was refused: %v", nm.Name, row.Name, err))
 		return nil
 	}
 	return fmt.Errorf("create NodeMaintenance %s for node %s of rollout %s: %w", nm.Name, row.Name, s.ro.Name, err)

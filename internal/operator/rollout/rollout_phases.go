@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -52,6 +53,8 @@ type scope struct {
 	// failures are rows that an action of this pass failed (a create the
 	// API server refused), written by act in a second write.
 	failures map[string]string
+	// mu guards failures while act's actions run at once (forEach).
+	mu sync.Mutex
 	// gate is the first closed gate of the pass (checkGates), or the zero
 	// value while every gate is open.
 	gate gateState

@@ -45,19 +45,17 @@ func plannedBy(name string) string {
 }
 
 // markPlanned brings MaintenancePlanned on every node of the set to what
-// the status written says.
+// the status written says, the nodes at once (forEach).
 func (r *RolloutReconciler) markPlanned(ctx context.Context, s *scope) (ctrl.Result, error) {
 	may := s.status.Phase == nmv1alpha1.RolloutProgressing || s.status.Phase == nmv1alpha1.RolloutPaused
-	var errs []error
-	for _, row := range s.status.Nodes {
-		if o := s.obs[row.Name]; o.node == nil {
-			continue
+	rows := s.status.Nodes
+	err := forEach(len(rows), func(i int) error {
+		if o := s.obs[rows[i].Name]; o.node == nil {
+			return nil
 		}
-		if err := r.setPlanned(ctx, s.ro, row, may && row.State == nmv1alpha1.NodeWaiting); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return ctrl.Result{}, errors.Join(errs...)
+		return r.setPlanned(ctx, s.ro, rows[i], may && rows[i].State == nmv1alpha1.NodeWaiting)
+	})
+	return ctrl.Result{}, err
 }
 
 // unmarkPlanned removes this rollout's MaintenancePlanned from every node of

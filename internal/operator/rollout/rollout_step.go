@@ -100,7 +100,7 @@ func (r *RolloutReconciler) ensureJob(ctx context.Context, s *scope, row nmv1alp
 	case err == nil, apierrors.IsAlreadyExists(err):
 		return nil
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsNotFound(err):
-		s.failures[row.Name] = fmt.Sprintf("the step Job %s/%s of node %s was refused: %v", job.Namespace, job.Name, row.Name, err)
+		s.refused(row.Name, fmt.Sprintf("the step Job %s/%s of node %s was refused: %v", job.Namespace, job.Name, row.Name, err))
 		return nil
 	}
 	return fmt.Errorf("create step Job %s/%s for node %s of rollout %s: %w", job.Namespace, job.Name, row.Name, s.ro.Name, err)

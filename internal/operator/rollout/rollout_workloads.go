@@ -58,18 +58,19 @@ func (r *RolloutReconciler) recordWorkloads(ctx context.Context, s *scope) (ctrl
 	for _, row := range s.old.Nodes {
 		before[row.Name] = row.State
 	}
+	var started []*nmv1alpha1.RolloutNode
 	for i := range s.status.Nodes {
-		row := &s.status.Nodes[i]
-		if row.State != nmv1alpha1.NodeDraining || before[row.Name] == nmv1alpha1.NodeDraining {
-			continue
+		if row := &s.status.Nodes[i]; row.State == nmv1alpha1.NodeDraining && before[row.Name] != nmv1alpha1.NodeDraining {
+			started = append(started, row)
 		}
-		ws, err := r.evictedWorkloads(ctx, s, row.Name)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		row.Workloads = ws
 	}
-	return ctrl.Result{}, nil
+	// The rows' reads are independent and run at once (forEach).
+	err := forEach(len(started), func(i int) error {
+		ws, err := r.evictedWorkloads(ctx, s, started[i].Name)
+		started[i].Workloads = ws
+		return err
+	})
+	return ctrl.Result{}, err
 }
 
 // evictedWorkloads reads the node's pods live and names the workloads a
