@@ -616,23 +616,11 @@ func BenchmarkP5(b *testing.B) {
 				b.Logf("heap profile at start not saved: %v", err)
 			}
 		}
-		time.Sleep(5 * time.Second) // settle after the initial lists
-		before, err := op.cpuSeconds()
+		cores, mb, err := op.idle(5*time.Second, 2*time.Second)
 		if err != nil {
 			b.Fatal(err)
 		}
-		start := time.Now()
-		time.Sleep(2 * time.Second)
-		after, err := op.cpuSeconds()
-		if err != nil {
-			b.Fatal(err)
-		}
-		cpu.Values = append(cpu.Values, (after-before)/time.Since(start).Seconds())
-		mb, err := op.rssMB()
-		if err != nil {
-			b.Fatal(err)
-		}
-		rss.Values = append(rss.Values, mb)
+		cpu.Values, rss.Values = append(cpu.Values, cores), append(rss.Values, mb)
 	}
 
 	peak, err := op.peakRSSMB()

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -128,23 +127,11 @@ func (f *fleet) remove() {
 	f.t.Logf("fleet %s removed in %s", f.pool.Value, time.Since(start).Round(time.Millisecond))
 }
 
-// pollSlow is testcluster.WaitFor at one poll a second: for conditions
-// that list thousands of objects.
+// pollSlow is pollFor at one poll a second: for conditions that list
+// thousands of objects.
 func pollSlow(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var lastErr error
-	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		if err != nil && ctx.Err() == nil {
-			lastErr = err
-		}
-		return ok && err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
-	}
+	pollFor(t, timeout, time.Second, what, cond)
 }
 
 // deployment is the Deployment of node i: pods pods, allowed on node i and

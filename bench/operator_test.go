@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
@@ -88,6 +89,26 @@ func processStatusMB(pid int, field string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s for pid %d", field, pid)
+}
+
+// idle waits settle after a start (the initial lists), then measures the
+// CPU the process uses over window, in cores, and its resident memory
+// at the end of it, in MB.
+func (o *operatorProcess) idle(settle, window time.Duration) (cores, rssMB float64, err error) {
+	time.Sleep(settle)
+	before, err := o.cpuSeconds()
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	time.Sleep(window)
+	after, err := o.cpuSeconds()
+	if err != nil {
+		return 0, 0, err
+	}
+	cores = (after - before) / time.Since(start).Seconds()
+	rssMB, err = o.rssMB()
+	return cores, rssMB, err
 }
 
 // cpuSeconds is the CPU time the process used so far (user + system).

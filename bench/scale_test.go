@@ -219,22 +219,11 @@ func p8Operator(b *testing.B, c *testcluster.Cluster, s *p8Step, target bool) {
 		if err := op.start(c); err != nil {
 			b.Fatalf("restart the operator on %d nodes: %v", s.nodes, err)
 		}
-		time.Sleep(5 * time.Second) // settle after the initial lists
-		before, err := op.cpuSeconds()
+		cores, mb, err := op.idle(5*time.Second, 5*time.Second)
 		if err != nil {
 			b.Fatal(err)
 		}
-		start := time.Now()
-		time.Sleep(5 * time.Second)
-		after, err := op.cpuSeconds()
-		if err != nil {
-			b.Fatal(err)
-		}
-		cpu.Values = append(cpu.Values, (after-before)/time.Since(start).Seconds())
-		mb, err := op.rssMB()
-		if err != nil {
-			b.Fatal(err)
-		}
+		cpu.Values = append(cpu.Values, cores)
 		inUse, err := op.metric("go_memstats_heap_inuse_bytes")
 		if err != nil {
 			b.Fatal(err)
