@@ -241,7 +241,7 @@ func (r *NodeMaintenanceReconciler) pass(nm *nmv1beta1.NodeMaintenance) []phase 
 
 // addFinalizer keeps the finalizer on a maintenance whose node carries (or
 // carried) its changes: the prior-state record exists. The finalizer is
-// first written together with that record (withFinalizer), in the one write
+// first written together with that record (writeRecord), in the one write
 // that must come before the cordon, not in a write of its own: until then
 // the maintenance has nothing to restore, and the lease it may already
 // hold names it as owner, so a deletion that does not wait (no finalizer
