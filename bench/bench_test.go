@@ -424,13 +424,11 @@ func BenchmarkP6(b *testing.B) {
 	const nodes, pods, limit = 20, 30, 5
 	c := testcluster.Get(b)
 	w := watchClient(b, c)
-	op.stop()
-	if err := op.start(c, fmt.Sprintf("--max-unavailable=%d", limit)); err != nil {
+	if err := op.restart(c, fmt.Sprintf("--max-unavailable=%d", limit)); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		op.stop()
-		if err := op.start(c); err != nil {
+		if err := op.restart(c); err != nil {
 			b.Errorf("restart the operator without the limit: %v", err)
 		}
 	})
@@ -606,8 +604,7 @@ func BenchmarkP5(b *testing.B) {
 	rss := Sample{Unit: "MB"}
 	cpu := Sample{Unit: "cores"}
 	for i := range runs {
-		op.stop()
-		if err := op.start(c); err != nil {
+		if err := op.restart(c); err != nil {
 			b.Fatal(err)
 		}
 		if dir := resultsDir(); dir != "" && i == 0 {

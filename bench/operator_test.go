@@ -33,6 +33,13 @@ func (o *operatorProcess) start(c *testcluster.Cluster, extra ...string) error {
 	return o.Start(c, extra...)
 }
 
+// restart stops the operator and starts a fresh process with extra flags:
+// what it then holds and has used is its own since that start.
+func (o *operatorProcess) restart(c *testcluster.Cluster, extra ...string) error {
+	o.stop()
+	return o.start(c, extra...)
+}
+
 func (o *operatorProcess) stop() {
 	if o != nil {
 		o.Stop()

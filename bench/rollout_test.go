@@ -58,7 +58,10 @@ func BenchmarkP7(b *testing.B) {
 		sides := []func(){
 			func() {
 				eachRun(b, fmt.Sprintf("P7/run%d/rollout", i), func(t testing.TB) {
-					restartOperator(t, c)
+					// A fresh process: its peak memory is the rollout's.
+					if err := op.restart(c); err != nil {
+						t.Fatalf("restart the operator: %v", err)
+					}
 					res.rollout(t, c, w, prepareFleet(t, c, bulk, nodes, p7Pods), mu)
 				})
 			},
@@ -75,16 +78,6 @@ func BenchmarkP7(b *testing.B) {
 		}
 	}
 	res.record(b, nodes, wave)
-}
-
-// restartOperator starts a fresh operator process (with the benchmark's
-// usual flags), so that its peak memory is the test's.
-func restartOperator(t testing.TB, c *testcluster.Cluster) {
-	t.Helper()
-	op.stop()
-	if err := op.start(c); err != nil {
-		t.Fatalf("restart the operator: %v", err)
-	}
 }
 
 // rollout measures one rollout of nodes: its time, the operator's API

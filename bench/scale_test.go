@@ -215,8 +215,7 @@ func machineMemoryInUseMB() (float64, error) {
 func p8Operator(b *testing.B, c *testcluster.Cluster, s *p8Step, target bool) {
 	rss, heap, cpu := Sample{Unit: "MB"}, Sample{Unit: "MB"}, Sample{Unit: "cores"}
 	for range runs {
-		op.stop()
-		if err := op.start(c); err != nil {
+		if err := op.restart(c); err != nil {
 			b.Fatalf("restart the operator on %d nodes: %v", s.nodes, err)
 		}
 		cores, mb, err := op.idle(5*time.Second, 5*time.Second)
