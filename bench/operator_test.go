@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,19 +84,44 @@ func (o *operatorProcess) statusMB(field string) (float64, error) {
 
 // processStatusMB reads one kB field (VmRSS, VmHWM) of /proc/PID/status, in MB.
 func processStatusMB(pid int, field string) (float64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	mb, err := procKBFieldsMB(fmt.Sprintf("/proc/%d/status", pid), field)
 	if err != nil {
 		return 0, err
 	}
+	return mb[0], nil
+}
+
+// procKBFieldsMB reads the "Name:   N kB" lines named fields of a /proc
+// file (status, meminfo), in MB, in the order asked; a field the file does
+// not have is an error.
+func procKBFieldsMB(path string, fields ...string) ([]float64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
+	found := map[string]float64{}
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), field+":"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024, err
+		name, rest, ok := strings.Cut(s.Text(), ":")
+		if !ok || !slices.Contains(fields, name) {
+			continue
 		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", path, name, err)
+		}
+		found[name] = kb / 1024
 	}
-	return 0, fmt.Errorf("no %s for pid %d", field, pid)
+	out := make([]float64, len(fields))
+	for i, name := range fields {
+		v, ok := found[name]
+		if !ok {
+			return nil, fmt.Errorf("%s has no %s", path, name)
+		}
+		out[i] = v
+	}
+	return out, s.Err()
 }
 
 // idle waits settle after a start (the initial lists), then measures the

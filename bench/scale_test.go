@@ -191,22 +191,11 @@ func p8Components(b *testing.B, c *testcluster.Cluster, s *p8Step) {
 
 // machineMemoryInUseMB is MemTotal − MemAvailable of /proc/meminfo, in MB.
 func machineMemoryInUseMB() (float64, error) {
-	body, err := os.ReadFile("/proc/meminfo")
+	mb, err := procKBFieldsMB("/proc/meminfo", "MemTotal", "MemAvailable")
 	if err != nil {
 		return 0, err
 	}
-	kb := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if name, rest, ok := strings.Cut(line, ":"); ok {
-			if v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64); err == nil {
-				kb[name] = v
-			}
-		}
-	}
-	if kb["MemTotal"] == 0 || kb["MemAvailable"] == 0 {
-		return 0, fmt.Errorf("/proc/meminfo has no MemTotal or MemAvailable")
-	}
-	return (kb["MemTotal"] - kb["MemAvailable"]) / 1024, nil
+	return mb[0] - mb[1], nil
 }
 
 // p8Operator restarts the operator once per run, as P5 does, so that its

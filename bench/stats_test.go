@@ -2,6 +2,8 @@ package bench
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +115,19 @@ func TestPercentile(t *testing.T) {
 	}
 	if got := format(12.34, "ms"); got != "12.3 ms" {
 		t.Errorf("format ms = %q", got)
+	}
+}
+
+func TestProcKBFieldsMB(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meminfo")
+	if err := os.WriteFile(path, []byte("MemTotal:       24576000 kB\nMemFree:  1 kB\nMemAvailable:   12288000 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := procKBFieldsMB(path, "MemAvailable", "MemTotal")
+	if err != nil || len(got) != 2 || got[0] != 12000 || got[1] != 24000 {
+		t.Fatalf("procKBFieldsMB = %v, %v; want [12000 24000] MB in the order asked", got, err)
+	}
+	if _, err := procKBFieldsMB(path, "VmRSS"); err == nil || !strings.Contains(err.Error(), "has no VmRSS") {
+		t.Fatalf("a missing field: %v; want an error naming it", err)
 	}
 }
