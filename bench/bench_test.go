@@ -999,7 +999,6 @@ func newPopulation(t testing.TB, c *testcluster.Cluster, cs kubernetes.Interface
 // returns the new nodes' names.
 func (p *population) grow(t testing.TB, nodeCount, podsPerNode int) []string {
 	t.Helper()
-	ctx := context.Background()
 	p.steps++
 	step := strconv.Itoa(p.steps)
 	selector := stepLabel + "=" + step
@@ -1010,30 +1009,52 @@ func (p *population) grow(t testing.TB, nodeCount, podsPerNode int) []string {
 	names := p.nodes[first:]
 	labels := map[string]string{stepLabel: step}
 	maps.Copy(labels, p.pool.Selector())
-	parallel(t, 32, nodeCount, func(i int) error {
-		_, err := p.cs.CoreV1().Nodes().Create(ctx, testcluster.FakeNode(names[i], labels), metav1.CreateOptions{})
-		return err
-	})
 	// Large lists are polled less often: a list of thousands of objects
 	// every 100 ms would load the API server the benchmark measures.
 	interval := time.Duration(1+nodeCount/500) * 100 * time.Millisecond
-	pollFor(t, 5*time.Minute+time.Duration(nodeCount)*50*time.Millisecond, interval, fmt.Sprintf("%d nodes Ready", nodeCount), func(ctx context.Context) (bool, error) {
-		list, err := p.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
+	addFakeNodes(t, p.cs, names, labels, selector, interval, 5*time.Minute+time.Duration(nodeCount)*50*time.Millisecond, nodeReady)
+	p.addPods(t, names, podsPerNode, step, interval)
+	return names
+}
+
+// addFakeNodes creates the fake nodes names, each with labels, at once, and
+// waits until ready holds for every one of them, listing the nodes that
+// selector selects every interval (from the watch cache: a list of
+// thousands of nodes must not load the API server the benchmark measures).
+func addFakeNodes(t testing.TB, cs kubernetes.Interface, names []string, labels map[string]string, selector string,
+	interval, timeout time.Duration, ready func(*corev1.Node) bool) {
+	t.Helper()
+	parallel(t, 32, len(names), func(i int) error {
+		_, err := cs.CoreV1().Nodes().Create(context.Background(), testcluster.FakeNode(names[i], labels), metav1.CreateOptions{})
+		return err
+	})
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	pollFor(t, timeout, interval, fmt.Sprintf("%d nodes Ready", len(names)), func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
 		if err != nil {
 			return false, err
 		}
-		ready := 0
-		for _, n := range list.Items {
-			for _, cond := range n.Status.Conditions {
-				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-					ready++
-				}
+		n := 0
+		for i := range list.Items {
+			if node := &list.Items[i]; want[node.Name] && ready(node) {
+				n++
 			}
 		}
-		return ready == nodeCount, nil
+		return n == len(names), nil
 	})
-	p.addPods(t, names, podsPerNode, step, interval)
-	return names
+}
+
+// nodeReady reports a node's Ready condition True.
+func nodeReady(n *corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // addPods creates podsPerNode bare pods bound to each of nodes, labelled

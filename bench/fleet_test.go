@@ -73,27 +73,7 @@ func prepareFleet(t testing.TB, c *testcluster.Cluster, cs kubernetes.Interface,
 // and without the not-ready taint (until then nothing lands there).
 func (f *fleet) addNodes(names []string) {
 	f.t.Helper()
-	parallel(f.t, 32, len(names), func(i int) error {
-		_, err := f.cs.CoreV1().Nodes().Create(context.Background(), testcluster.FakeNode(names[i], f.pool.Selector()), metav1.CreateOptions{})
-		return err
-	})
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
-	pollSlow(f.t, 5*time.Minute, fmt.Sprintf("%d nodes Ready without the not-ready taint", len(names)), func(ctx context.Context) (bool, error) {
-		list, err := f.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: testcluster.PoolLabel + "=" + f.pool.Value})
-		if err != nil {
-			return false, err
-		}
-		ready := 0
-		for i := range list.Items {
-			if n := &list.Items[i]; want[n.Name] && takesNewPods(n) {
-				ready++
-			}
-		}
-		return ready == len(names), nil
-	})
+	addFakeNodes(f.t, f.cs, names, f.pool.Selector(), testcluster.PoolLabel+"="+f.pool.Value, time.Second, 5*time.Minute, takesNewPods)
 }
 
 // takesNewPods reports a node Ready and without the not-ready taint.
@@ -103,12 +83,7 @@ func takesNewPods(n *corev1.Node) bool {
 			return false
 		}
 	}
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return nodeReady(n)
 }
 
 // remove deletes the fleet's namespace, waits until it is gone (so that
