@@ -97,6 +97,9 @@ func (p *p7) rollout(t testing.TB, c *testcluster.Cluster, w client.WithWatch, n
 	if err != nil {
 		t.Fatalf("the operator's peak RSS: %v", err)
 	}
+	if tracing {
+		writeRequestTotals(t, c, "p7-requests.txt", fmt.Sprintf("rollout of %d nodes × %d pods, %.0f operator requests", len(nodes), p7Pods, after-before), lastDrain)
+	}
 	p.rollouts = append(p.rollouts, d)
 	p.perPod = append(p.perPod, (after-before)/float64(len(nodes)*p7Pods))
 	p.peakMB = append(p.peakMB, peak)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,6 +58,34 @@ func writeTrace(t testing.TB, c *testcluster.Cluster, name string, spans ...span
 	t.Logf("API requests of the operator's rounds: %s", path)
 }
 
+// writeRequestTotals writes requestTotals of the requests received within
+// s (BENCH_TRACE) to name in the results directory, under title: for a
+// scenario too long to list request by request, such as a rollout.
+func writeRequestTotals(t testing.TB, c *testcluster.Cluster, name, title string, s span) {
+	t.Helper()
+	dir := resultsDir()
+	if dir == "" {
+		return
+	}
+	events, err := c.AuditEvents(context.Background())
+	if err != nil {
+		t.Logf("request totals not written: %v", err)
+		return
+	}
+	in := slices.DeleteFunc(events, func(e testcluster.AuditEvent) bool {
+		return e.RequestReceivedTimestamp.Before(s.start) || !e.RequestReceivedTimestamp.Before(s.end)
+	})
+	err = os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name), []byte("## "+title+"\n"+requestTotals(in)), 0o644)
+	}
+	if err != nil {
+		t.Logf("request totals not written: %v", err)
+		return
+	}
+	t.Logf("API requests of %s: %s", title, filepath.Join(dir, name))
+}
+
 // formatTrace is writeTrace's text for the events received within s.
 func formatTrace(events []testcluster.AuditEvent, s span) string {
 	var in []testcluster.AuditEvent
@@ -77,14 +106,7 @@ func formatTrace(events []testcluster.AuditEvent, s span) string {
 		fmt.Fprintf(&b, "API requests from the create (+0 ms) to the Succeeded seen on a watch (+%s ms)\n\n", took)
 	}
 	fmt.Fprintf(&b, "%7s %7s  %-24s %-7s %-40s %s\n", "at ms", "took ms", "client", "verb", "object", "code")
-	type total struct {
-		n    int
-		took time.Duration
-	}
-	totals := map[string]*total{}
 	for _, e := range in {
-		who := program(e.UserAgent)
-		took := e.StageTimestamp.Sub(e.RequestReceivedTimestamp)
 		r := e.ObjectRef
 		object := r.Resource
 		if r.Subresource != "" {
@@ -93,23 +115,39 @@ func formatTrace(events []testcluster.AuditEvent, s span) string {
 		if r.Name != "" {
 			object += " " + r.Name
 		}
-		fmt.Fprintf(&b, "%s %s  %-24s %-7s %-40s %d\n", ms(e.RequestReceivedTimestamp.Sub(s.start)), ms(took), who, e.Verb, object, e.ResponseStatus.Code)
-		key := who + " " + e.Verb + " " + r.Resource
+		fmt.Fprintf(&b, "%s %s  %-24s %-7s %-40s %d\n", ms(e.RequestReceivedTimestamp.Sub(s.start)), ms(e.StageTimestamp.Sub(e.RequestReceivedTimestamp)), program(e.UserAgent), e.Verb, object, e.ResponseStatus.Code)
+	}
+	b.WriteString(milestones(in, s))
+	b.WriteString(requestTotals(in))
+	return b.String()
+}
+
+// requestTotals sums the requests of events by client, verb and resource
+// (with its subresource), the largest total latency first: who asked the
+// API server for what, and how long it took to answer.
+func requestTotals(events []testcluster.AuditEvent) string {
+	type total struct {
+		n    int
+		took time.Duration
+	}
+	totals := map[string]*total{}
+	for _, e := range events {
+		key := program(e.UserAgent) + " " + e.Verb + " " + e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			key += "/" + e.ObjectRef.Subresource
+		}
 		if totals[key] == nil {
 			totals[key] = &total{}
 		}
 		totals[key].n++
-		totals[key].took += took
+		totals[key].took += e.StageTimestamp.Sub(e.RequestReceivedTimestamp)
 	}
-	b.WriteString(milestones(in, s))
-	keys := make([]string, 0, len(totals))
-	for k := range totals {
-		keys = append(keys, k)
-	}
+	keys := slices.Collect(maps.Keys(totals))
 	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(totals[b].took, totals[a].took), cmp.Compare(a, b)) })
+	var b strings.Builder
 	fmt.Fprintf(&b, "\n%-60s %5s %9s\n", "by client, verb and resource", "calls", "total ms")
 	for _, k := range keys {
-		fmt.Fprintf(&b, "%-60s %5d %s\n", k, totals[k].n, ms(totals[k].took))
+		fmt.Fprintf(&b, "%-60s %5d %9.1f\n", k, totals[k].n, float64(totals[k].took)/float64(time.Millisecond))
 	}
 	return b.String()
 }

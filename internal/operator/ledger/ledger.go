@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -58,25 +59,74 @@ type Snapshot struct {
 	Entries map[string]Entry
 	// lease is nil when the ledger does not exist yet.
 	lease *coordinationv1.Lease
+	// remembered: read from the Ledger's memory, not from the API server.
+	remembered bool
 }
 
-// Ledger reads the ledger live and writes it with optimistic concurrency.
+// Ledger reads the ledger and writes it with optimistic concurrency. It
+// remembers the version it last read or wrote, and Read answers from it
+// without a request: the webhook and the controller of one process share
+// one Ledger, so in a single replica the remembered version is the stored
+// one, and each admission and each release costs one write instead of a
+// read and a write (the read was a round trip on the path of every create).
+// What keeps it right when the memory is stale (another replica wrote, or
+// someone deleted the ledger): Write then fails with an error for which
+// Retryable is true and forgets the memory, and the caller's retry reads
+// live. A decision that writes nothing (a refusal) must not rest on the
+// memory: ReadLive is for it.
 type Ledger struct {
 	// Reader reads live from the API server, never from a cache.
 	Reader client.Reader
 	Writer client.Writer
+
+	mu sync.Mutex
+	// last is the ledger as this process last read or wrote it; nil when
+	// unknown (never read, or a write failed).
+	last *coordinationv1.Lease
 }
 
-// Read returns the ledger as it is now; an absent ledger is empty.
+// Read returns the ledger as this process last read or wrote it, or, when
+// it knows none, as it is now; an absent ledger is empty.
 func (l *Ledger) Read(ctx context.Context) (*Snapshot, error) {
+	l.mu.Lock()
+	last := l.last
+	l.mu.Unlock()
+	if last != nil {
+		s := snapshotOf(last.DeepCopy())
+		s.remembered = true
+		return s, nil
+	}
+	return l.ReadLive(ctx)
+}
+
+// ReadLive returns the ledger as it is now, read from the API server; an
+// absent ledger is empty.
+func (l *Ledger) ReadLive(ctx context.Context) (*Snapshot, error) {
 	obj := &coordinationv1.Lease{}
 	err := l.Reader.Get(ctx, client.ObjectKey{Namespace: lease.Namespace, Name: LedgerName}, obj)
 	switch {
 	case apierrors.IsNotFound(err):
+		l.remember(nil)
 		return &Snapshot{Entries: map[string]Entry{}}, nil
 	case err != nil:
 		return nil, fmt.Errorf("cannot read the admission ledger %s/%s: %w", lease.Namespace, LedgerName, err)
 	}
+	l.remember(obj)
+	return snapshotOf(obj.DeepCopy()), nil
+}
+
+// remember keeps obj (nil: nothing) as the ledger's last known version.
+func (l *Ledger) remember(obj *coordinationv1.Lease) {
+	if obj != nil {
+		obj = obj.DeepCopy()
+	}
+	l.mu.Lock()
+	l.last = obj
+	l.mu.Unlock()
+}
+
+// snapshotOf reads the entries of the ledger obj.
+func snapshotOf(obj *coordinationv1.Lease) *Snapshot {
 	entries := map[string]Entry{}
 	if raw := obj.Annotations[entriesAnnotation]; raw != "" {
 		// A damaged ledger starts afresh: what it held is at most TTL old,
@@ -85,15 +135,31 @@ func (l *Ledger) Read(ctx context.Context) (*Snapshot, error) {
 			entries = map[string]Entry{}
 		}
 	}
-	return &Snapshot{Entries: entries, lease: obj}, nil
+	return &Snapshot{Entries: entries, lease: obj}
 }
 
 // Write stores s if nobody wrote the ledger since s was read; otherwise it
-// returns an error for which Retryable is true.
+// returns an error for which Retryable is true, and the next Read reads
+// live.
 func (l *Ledger) Write(ctx context.Context, s *Snapshot) error {
+	obj, err := l.write(ctx, s)
+	if err != nil {
+		l.remember(nil)
+		if apierrors.IsNotFound(err) && s.lease != nil {
+			// The ledger was deleted since s was read: a lost race too.
+			return apierrors.NewConflict(coordinationv1.Resource("leases"), LedgerName, err)
+		}
+		return err
+	}
+	l.remember(obj)
+	return nil
+}
+
+// write is Write's request; it returns the ledger as stored.
+func (l *Ledger) write(ctx context.Context, s *Snapshot) (*coordinationv1.Lease, error) {
 	raw, err := json.Marshal(s.Entries)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if s.lease == nil {
 		obj := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
@@ -104,18 +170,18 @@ func (l *Ledger) Write(ctx context.Context, s *Snapshot) error {
 			// The namespace of the node leases does not exist yet.
 			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lease.Namespace}}
 			if nerr := l.Writer.Create(ctx, ns); nerr != nil && !apierrors.IsAlreadyExists(nerr) {
-				return fmt.Errorf("cannot create namespace %s for the admission ledger: %w", lease.Namespace, nerr)
+				return nil, fmt.Errorf("cannot create namespace %s for the admission ledger: %w", lease.Namespace, nerr)
 			}
 			err = l.Writer.Create(ctx, obj)
 		}
-		return err
+		return obj, err
 	}
 	obj := s.lease.DeepCopy()
 	if obj.Annotations == nil {
 		obj.Annotations = map[string]string{}
 	}
 	obj.Annotations[entriesAnnotation] = string(raw)
-	return l.Writer.Update(ctx, obj)
+	return obj, l.Writer.Update(ctx, obj)
 }
 
 // Release forgets the entry of node if it is name's: the NodeMaintenance is
@@ -123,27 +189,39 @@ func (l *Ledger) Write(ctx context.Context, s *Snapshot) error {
 // forgets name's entry whatever its node (a NodeMaintenance known only by
 // name, deleted before the operator saw its spec).
 func (l *Ledger) Release(ctx context.Context, node, name string) error {
+	read := l.Read
 	for attempt := 1; ; attempt++ {
-		s, err := l.Read(ctx)
+		s, err := read(ctx)
 		if err != nil {
 			return err
 		}
-		if node == "" {
-			for n, e := range s.Entries {
-				if e.Name == name {
-					node = n
-				}
-			}
-		}
-		if e, ok := s.Entries[node]; !ok || e.Name != name {
+		at, ok := s.entryOf(node, name)
+		switch {
+		case !ok && s.remembered:
+			// The memory may lack an entry another replica wrote since.
+			read = l.ReadLive
+			continue
+		case !ok:
 			return nil
 		}
-		delete(s.Entries, node)
+		delete(s.Entries, at)
 		err = l.Write(ctx, s)
 		if !Retryable(err) || attempt == Attempts {
 			return err
 		}
+		read = l.Read
 	}
+}
+
+// entryOf returns the node whose entry is name's: node's, or, when node is
+// empty, any.
+func (s *Snapshot) entryOf(node, name string) (string, bool) {
+	for n, e := range s.Entries {
+		if e.Name == name && (node == "" || n == node) {
+			return n, true
+		}
+	}
+	return "", false
 }
 
 // Retryable reports a lost race for the ledger: read it again and decide

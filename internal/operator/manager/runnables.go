@@ -34,13 +34,17 @@ import (
 // beyond (--max-unavailable-policy=Refuse); nil when the controller queues
 // them or there is no limit.
 func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, refuseBeyond *intstr.IntOrString, certsReady <-chan struct{}, sender *notify.Sender) error {
-	if err := addReconciler(ctx, mgr, cfg, o, sender); err != nil {
+	// One admission ledger for the webhook that writes its entries and the
+	// controller that releases them: it remembers the version this process
+	// last wrote, and neither reads it before each write.
+	admissions := &ledger.Ledger{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
+	if err := addReconciler(ctx, mgr, cfg, o, sender, admissions); err != nil {
 		return err
 	}
 	if err := addRolloutReconciler(mgr, o, sender); err != nil {
 		return err
 	}
-	validating, err := addValidator(mgr, refuseBeyond, o.Controller.AllowForceDrain, certsReady)
+	validating, err := addValidator(mgr, admissions, refuseBeyond, o.Controller.AllowForceDrain, certsReady)
 	if err != nil {
 		return err
 	}
@@ -52,7 +56,7 @@ func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Opt
 
 // addReconciler adds the NodeMaintenance controller. sender, a Runnable of
 // the leader as the controllers that send, takes its events to --notify-url.
-func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, sender *notify.Sender) error {
+func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, sender *notify.Sender, admissions *ledger.Ledger) error {
 	clientset, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -68,7 +72,7 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 		APIReader:  mgr.GetAPIReader(),
 		Recorder:   mgr.GetEventRecorder("node-maintenance"),
 		Leases:     &lease.Manager{Client: mgr.GetClient(), Reader: mgr.GetClient(), Duration: o.LeaseDuration},
-		Admissions: &ledger.Ledger{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+		Admissions: admissions,
 		Evictor:    drain.KubectlEvictor(&kubedrain.Helper{Client: clientset, GracePeriodSeconds: -1}),
 		Pods:       pods,
 		Options:    o.Controller,
@@ -107,8 +111,8 @@ func addRolloutReconciler(mgr ctrl.Manager, o Options, sender *notify.Sender) er
 // registered before), on every replica: the API server sends admission
 // requests to any ready pod behind the Service, leader or not. The channel
 // it returns is closed once both are registered.
-func addValidator(mgr ctrl.Manager, maxUnavailable *intstr.IntOrString, allowForceDrain bool, certsReady <-chan struct{}) (<-chan struct{}, error) {
-	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Nodes: mgr.GetClient(), Writer: mgr.GetClient(), MaxUnavailable: maxUnavailable, AllowForceDrain: allowForceDrain, PreviewDrain: true}
+func addValidator(mgr ctrl.Manager, admissions *ledger.Ledger, maxUnavailable *intstr.IntOrString, allowForceDrain bool, certsReady <-chan struct{}) (<-chan struct{}, error) {
+	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Nodes: mgr.GetClient(), Writer: mgr.GetClient(), Ledger: admissions, MaxUnavailable: maxUnavailable, AllowForceDrain: allowForceDrain, PreviewDrain: true}
 	rollouts := &nmwebhook.RolloutValidator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), AllowForceDrain: allowForceDrain}
 	registered := make(chan struct{})
 	return registered, mgr.Add(everyReplica(func(ctx context.Context) error {

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -148,7 +149,9 @@ func TestWorkloadsOfThePodsTheDrainEvicts(t *testing.T) {
 		"web-5d8f": {ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web-5d8f", OwnerReferences: controlledBy("Deployment", "web")}},
 		"loose":    {ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "loose"}},
 	}
+	reads := map[string]int{}
 	getRS := func(_ context.Context, key client.ObjectKey) (*appsv1.ReplicaSet, error) {
+		reads[key.Name]++
 		return sets[key.Name], nil
 	}
 	got, err := workloadsOf(context.Background(), pods, drain.Rules{Now: now}, getRS)
@@ -157,6 +160,11 @@ func TestWorkloadsOfThePodsTheDrainEvicts(t *testing.T) {
 	}
 	if want := "Deployment a/web, ReplicaSet a/loose, StatefulSet a/db"; strings.Join(got, ", ") != want {
 		t.Errorf("workloads %q, want %s", got, want)
+	}
+	// One read per ReplicaSet, however many of its pods the node runs (a
+	// request each, on a pass that starts many nodes).
+	if want := map[string]int{"web-5d8f": 1, "loose": 1, "gone": 1}; !maps.Equal(reads, want) {
+		t.Errorf("ReplicaSet reads %v, want %v", reads, want)
 	}
 	// spec.drain.podSelector narrows the drain, and the record with it.
 	sel := &nmv1beta1.DrainPolicy{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "back"}}}

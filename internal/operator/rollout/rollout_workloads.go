@@ -108,6 +108,9 @@ func workloadsOf(ctx context.Context, pods []corev1.Pod, rules drain.Rules, getR
 		return nil, err
 	}
 	seen := map[string]bool{}
+	// A Deployment's pods on one node share their ReplicaSet: each is read
+	// once.
+	replicaSets := map[client.ObjectKey]*appsv1.ReplicaSet{}
 	for _, pod := range append(plan.ToEvict, plan.Last...) {
 		ref := metav1.GetControllerOf(&pod)
 		if ref == nil || !strings.HasPrefix(ref.APIVersion, "apps/") {
@@ -117,9 +120,13 @@ func workloadsOf(ctx context.Context, pods []corev1.Pod, rules drain.Rules, getR
 		switch ref.Kind {
 		case kindStatefulSet:
 		case kindReplicaSet:
-			rs, err := getRS(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name})
-			if err != nil {
-				return nil, fmt.Errorf("read ReplicaSet %s/%s of pod %s: %w", pod.Namespace, ref.Name, pod.Name, err)
+			key := client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}
+			rs, read := replicaSets[key]
+			if !read {
+				if rs, err = getRS(ctx, key); err != nil {
+					return nil, fmt.Errorf("read ReplicaSet %s/%s of pod %s: %w", pod.Namespace, ref.Name, pod.Name, err)
+				}
+				replicaSets[key] = rs
 			}
 			if rs == nil {
 				continue

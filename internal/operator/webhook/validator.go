@@ -4,7 +4,6 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -41,8 +40,9 @@ type Validator struct {
 	// Reader reads live from the API server: admission must not decide on a
 	// stale cache.
 	Reader client.Reader
-	// Nodes reads the nodes the guard checks (the manager's informer
-	// cache; Reader when nil): a live list waits for the API server's watch cache
+	// Nodes reads the node of a create (live through Reader when it is not
+	// there: validator.node) and the nodes the guard checks (the manager's
+	// informer cache; Reader when nil): a live list waits for the API server's watch cache
 	// to catch up with etcd, about 100 ms whenever no node was written
 	// lately, on every create. The guard is checked again by the
 	// controller, on its own cache, before the node is touched; what a
@@ -51,6 +51,11 @@ type Validator struct {
 	// Writer writes the admission ledger (package ledger) that makes the
 	// decision hold across replicas.
 	Writer client.Writer
+	// Ledger, when set, is the admission ledger, shared with the
+	// controller that releases its entries: it remembers the version this
+	// process last wrote (ledger.Ledger). When nil, the validator makes its
+	// own of Reader and Writer.
+	Ledger *ledger.Ledger
 	// MaxUnavailable, when set, bounds how many nodes may be in maintenance at
 	// once: a count ("2") or a percentage of all nodes ("20%", rounded down,
 	// at least one); a create beyond it is refused. The operator sets it
@@ -124,8 +129,8 @@ func (v *Validator) checkCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenan
 	if err := validation.ValidateDrain(nm.Spec.Drain, v.AllowForceDrain); err != nil {
 		return live.Known{}, err
 	}
-	node := &corev1.Node{}
-	if err := v.Reader.Get(ctx, client.ObjectKey{Name: nm.Spec.NodeName}, node); err != nil {
+	node, err := v.node(ctx, nm.Spec.NodeName)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return live.Known{}, fmt.Errorf("node %q does not exist: a NodeMaintenance must name an existing node (see kubectl get nodes)", nm.Spec.NodeName)
 		}
@@ -219,16 +224,21 @@ func (v *Validator) admitAll(ctx context.Context, batch []*pendingCreate) []erro
 // consistent list before it is given.
 func (v *Validator) admit(ctx context.Context, batch []*pendingCreate) ([]error, error) {
 	// The ledger is read before the list: a create admitted elsewhere is in
-	// the ledger until the list shows it.
+	// the ledger until the list shows it. Read answers from the version this
+	// process last wrote; if another replica wrote since, the write below
+	// loses and the retry reads it live.
 	admissions := v.admissions()
 	snap, err := admissions.Read(ctx)
 	if err != nil {
 		return make([]error, len(batch)), err
 	}
-	entries := maps.Clone(snap.Entries)
 	errs, err := v.decide(ctx, batch, snap, live.AnyVersion)
 	if err == nil && slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-		snap.Entries = entries
+		// The ledger as this process last wrote it may lack another
+		// replica's release: a refusal rests on the ledger read now.
+		if snap, err = admissions.ReadLive(ctx); err != nil {
+			return errs, err
+		}
 		errs, err = v.decide(ctx, batch, snap)
 	}
 	if err != nil || !slices.Contains(errs, nil) {
@@ -272,8 +282,13 @@ func (v *Validator) decide(ctx context.Context, batch []*pendingCreate, snap *le
 	return errs, nil
 }
 
+// admissions is the ledger: Ledger, or one of the validator's own. The
+// caller holds v.mu.
 func (v *Validator) admissions() *ledger.Ledger {
-	return &ledger.Ledger{Reader: v.Reader, Writer: v.Writer}
+	if v.Ledger == nil {
+		v.Ledger = &ledger.Ledger{Reader: v.Reader, Writer: v.Writer}
+	}
+	return v.Ledger
 }
 
 // ErrDrainImmutable is the refusal of an update that changes spec.drain.
@@ -338,6 +353,27 @@ func (v *Validator) checkMaxUnavailable(nm *nmv1beta1.NodeMaintenance, inMainten
 	sort.Strings(busy)
 	return fmt.Errorf("putting node %q into maintenance would make %d of %d nodes unavailable, more than --max-unavailable=%s (%d) allows; nodes already in maintenance: %s. Wait until one of them is done (delete its NodeMaintenance) and try again",
 		nm.Spec.NodeName, len(inMaintenance)+1, nodeCount, v.MaxUnavailable.String(), limit, strings.Join(busy, ", "))
+}
+
+// node reads the node of a create: from the node cache (Nodes), and live
+// when the cache does not have it. A refusal for a missing node rests on the
+// live read: the cache may not show a node that joined moments ago. A node
+// the cache still shows moments after its deletion is admitted, and the
+// controller then fails the maintenance without touching anything (the
+// node is gone). Reading the cache first takes a round trip to the API
+// server off the path of every create, before the decision and the preview.
+func (v *Validator) node(ctx context.Context, name string) (*corev1.Node, error) {
+	node := &corev1.Node{}
+	if v.Nodes != nil {
+		err := v.Nodes.Get(ctx, client.ObjectKey{Name: name}, node)
+		if err == nil {
+			return node, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			logf.FromContext(ctx).Info("cannot read the node from the cache; reading it live", "node", name, "error", err.Error())
+		}
+	}
+	return node, v.Reader.Get(ctx, client.ObjectKey{Name: name}, node)
 }
 
 // checkNodeGuards refuses a control-plane node and the last schedulable node

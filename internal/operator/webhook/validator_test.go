@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 )
 
 func nm(name, node string) *nmv1beta1.NodeMaintenance {
@@ -231,5 +233,68 @@ func TestValidateCreateGuardReadsTheNodeCache(t *testing.T) {
 	_, err := v.ValidateCreate(context.Background(), nm("a", "node01"))
 	if err == nil || !strings.Contains(err.Error(), "is the last schedulable node") {
 		t.Fatalf("got %v, want the refusal the cached nodes call for", err)
+	}
+}
+
+// The node of a create is read from the node cache, without a request; a
+// node the cache does not have yet (joined moments ago) is read live before
+// the create is refused for it.
+func TestValidateCreateReadsTheNodeFromTheCacheThenLive(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = nmv1beta1.AddToScheme(scheme)
+	var liveNodeGets []string
+	live := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(readyNode("node01"), readyNode("node02"), readyNode("node03")).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Node); ok {
+				liveNodeGets = append(liveNodeGets, key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}}).Build()
+	cache := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(readyNode("node01"), readyNode("node02")).Build()
+	v := &Validator{Reader: live, Writer: live, Nodes: cache}
+	ctx := context.Background()
+	if _, err := v.ValidateCreate(ctx, nm("a", "node01")); err != nil {
+		t.Fatalf("create for a cached node: %v", err)
+	}
+	if len(liveNodeGets) != 0 {
+		t.Errorf("live node reads for a cached node: %v, want none", liveNodeGets)
+	}
+	if _, err := v.ValidateCreate(ctx, nm("b", "node03")); err != nil {
+		t.Fatalf("create for a node only the API server has yet: %v", err)
+	}
+	if !slices.Equal(liveNodeGets, []string{"node03"}) {
+		t.Errorf("live node reads %v, want node03's", liveNodeGets)
+	}
+	_, err := v.ValidateCreate(ctx, nm("c", "node04"))
+	if err == nil || !strings.Contains(err.Error(), `node "node04" does not exist`) {
+		t.Fatalf("create for a node nobody has: %v, want it refused as missing", err)
+	}
+}
+
+// The ledger this replica remembers may still hold an entry another replica
+// released: a refusal it suggests is decided again on the ledger read live.
+func TestValidateCreateConfirmsARefusalOnTheLiveLedger(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = nmv1beta1.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(readyNode("node01"), readyNode("node02")).Build()
+	v := &Validator{Reader: c, Writer: c}
+	ctx := context.Background()
+	if _, err := v.ValidateCreate(ctx, nm("first", "node01")); err != nil {
+		t.Fatalf("first create: %v", err)
+	}
+	// first was never stored (say its create failed after admission), and
+	// the controller of another replica released its entry.
+	other := &ledger.Ledger{Reader: c, Writer: c}
+	if err := other.Release(ctx, "node01", "first"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.ValidateCreate(ctx, nm("second", "node01")); err != nil {
+		t.Fatalf("create refused on this replica's stale memory of the ledger: %v", err)
+	}
+	// And an entry that still holds its node still refuses.
+	if _, err := v.ValidateCreate(ctx, nm("third", "node01")); err == nil || !strings.Contains(err.Error(), `by NodeMaintenance "second"`) {
+		t.Fatalf("create for a node the ledger holds: %v, want it refused", err)
 	}
 }
