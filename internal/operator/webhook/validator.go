@@ -13,12 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain/live"
@@ -96,7 +98,7 @@ func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 	var warnings admission.Warnings
 	if err == nil {
 		var preview chan admission.Warnings
-		if v.PreviewDrain {
+		if v.PreviewDrain && !rolloutChild(nm) {
 			// What the drain will do, as warnings; never a refusal. It
 			// reads beside the admission decision, not after it: each
 			// may wait for the API server's watch cache.
@@ -116,6 +118,15 @@ func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 		log.Info("admitted a NodeMaintenance create")
 	}
 	return warnings, err
+}
+
+// rolloutChild reports a NodeMaintenance a NodeMaintenanceRollout
+// controls: the rollout controller creates it and reads no warnings, so it
+// gets no preview (four reads of the API server, on the path of each node's
+// start).
+func rolloutChild(nm *nmv1beta1.NodeMaintenance) bool {
+	ref := metav1.GetControllerOf(nm)
+	return ref != nil && ref.Kind == nmv1alpha1.RolloutKind && strings.HasPrefix(ref.APIVersion, nmv1alpha1.Group+"/")
 }
 
 // checkCreate checks what needs no decision against the other
