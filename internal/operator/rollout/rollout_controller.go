@@ -122,10 +122,12 @@ package rollout
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -151,8 +153,9 @@ const conflictRetry = 100 * time.Millisecond
 type RolloutReconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client client.Client
-	// APIReader reads the rollout itself live, so that every decision is
-	// taken from the status last written, never from a stale cache.
+	// APIReader reads the rollout itself live whenever the cache may be
+	// behind what this controller last wrote (read), so that every decision
+	// is taken from the status last written, never from a stale cache.
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  events.EventRecorder
@@ -167,6 +170,10 @@ type RolloutReconciler struct {
 	// the operator's own.
 	Secrets   client.Reader
 	Namespace string
+
+	// known maps each rollout to the resourceVersion this controller last
+	// read live or wrote (read).
+	known sync.Map
 }
 
 // The rollout is read live (get) and from the cache (list, watch, for the
@@ -184,15 +191,40 @@ type RolloutReconciler struct {
 
 // Reconcile moves one rollout one bounded step forward.
 func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	ro := &nmv1alpha1.NodeMaintenanceRollout{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, ro); err != nil {
+	ro, err := r.read(ctx, req.NamespacedName)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			r.known.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// What the pass leaves is the version it wrote last, or the one it read.
+	defer func() { r.known.Store(req.NamespacedName, ro.ResourceVersion) }()
 	s := &scope{ro: ro, status: ro.Status.DeepCopy(), old: ro.Status.DeepCopy(), now: r.now(), failures: map[string]string{}}
 	if !ro.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, s)
 	}
 	return runPhases(ctx, s, []phase{r.addFinalizer, r.resolve, r.observe, r.advanceRows, r.checkGates, r.startNodes, r.recordWorkloads, r.summarize, r.writeStatus, r.act, r.emitEvents, r.markPlanned})
+}
+
+// read returns the rollout from the cache when the cache holds the very
+// version this controller last read live or wrote, and live otherwise: a
+// cache that has not caught up with the last status write (or that shows a
+// version someone else wrote) is never decided on. A pass that follows the
+// event of its own last write reads no more than the cache, one round trip
+// off a pass that is a chain of them.
+func (r *RolloutReconciler) read(ctx context.Context, key types.NamespacedName) (*nmv1alpha1.NodeMaintenanceRollout, error) {
+	if version, ok := r.known.Load(key); ok {
+		cached := &nmv1alpha1.NodeMaintenanceRollout{}
+		if err := r.Client.Get(ctx, key, cached); err == nil && cached.ResourceVersion == version {
+			return cached, nil
+		}
+	}
+	ro := &nmv1alpha1.NodeMaintenanceRollout{}
+	if err := r.APIReader.Get(ctx, key, ro); err != nil {
+		return nil, err
+	}
+	return ro, nil
 }
 
 // addFinalizer comes first, written at once: no child may exist whose

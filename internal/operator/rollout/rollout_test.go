@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
@@ -444,4 +445,81 @@ func TestOutsideMessageNamesWhatHoldsTheSlots(t *testing.T) {
 	if !strings.HasSuffix(got, ": a, d") {
 		t.Errorf("message %q, want the cordoned a and the held d, not the rollout's own b", got)
 	}
+}
+
+// A pass reads the rollout from the cache when the cache holds the version
+// the controller last read live or wrote, and live otherwise: a cache still
+// behind the last status write, or showing a version someone else wrote, is
+// never decided on.
+func TestPassReadsTheCacheOnlyAtTheVersionItLastKnew(t *testing.T) {
+	ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro", UID: "u1"}, Spec: nmv1alpha1.NodeMaintenanceRolloutSpec{
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}, MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ro, readyNode("n1"), readyNode("n2")).WithStatusSubresource(ro).WithIndex(&corev1.Pod{}, "spec.nodeName", podNode).Build()
+	liveGets := 0
+	live := interceptor.NewClient(c, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, ok := obj.(*nmv1alpha1.NodeMaintenanceRollout); ok {
+			liveGets++
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}})
+	// cache is what the informer shows: c itself (caught up), or a copy of
+	// an older version.
+	var cache client.Client = c
+	r := &RolloutReconciler{Client: c, APIReader: live, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), Now: func() time.Time { return now }}
+	r.Client = clientReadingFrom{Client: c, reader: func() client.Reader { return cache }}
+	pass := func() {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "ro"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	older := &nmv1alpha1.NodeMaintenanceRollout{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "ro"}, older); err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	if liveGets != 1 {
+		t.Fatalf("first pass: %d live reads, want 1 (nothing known yet)", liveGets)
+	}
+	pass()
+	if liveGets != 1 {
+		t.Errorf("a pass on a cache at the version last written: %d live reads in all, want still 1", liveGets)
+	}
+	// The first pass wrote (the finalizer, the status); a cache still at
+	// the version before those writes is behind.
+	stale := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(older).WithStatusSubresource(older).Build()
+	cache = stale
+	pass()
+	if liveGets != 2 {
+		t.Errorf("a pass on a cache behind the last write: %d live reads in all, want 2", liveGets)
+	}
+	// Someone else writes: the cache shows a version the controller never
+	// knew.
+	cache = c
+	got := &nmv1alpha1.NodeMaintenanceRollout{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "ro"}, got); err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.Paused = true
+	if err := c.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	if liveGets != 3 {
+		t.Errorf("a pass after another writer's update: %d live reads in all, want 3", liveGets)
+	}
+}
+
+// clientReadingFrom is a client whose reads of rollouts come from reader()
+// (the cache under test) and everything else from Client.
+type clientReadingFrom struct {
+	client.Client
+	reader func() client.Reader
+}
+
+func (c clientReadingFrom) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*nmv1alpha1.NodeMaintenanceRollout); ok {
+		return c.reader().Get(ctx, key, obj, opts...)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
 }
