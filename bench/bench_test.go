@@ -84,6 +84,9 @@ func TestMain(m *testing.M) {
 		// P8's thousands of nodes and pods need kwok to keep up (see
 		// testcluster.Options.KwokParallelism).
 		opts.KwokParallelism = p8KwokParallelism
+		// And fewer node lease renewals (see
+		// testcluster.Options.HeartbeatFactor).
+		opts.HeartbeatFactor = p8HeartbeatFactor
 	}
 	os.Exit(testcluster.Main(m, opts))
 }
@@ -689,6 +692,13 @@ func eachRun(b *testing.B, name string, run func(t testing.TB)) {
 // cordon, so replacements never land back on a drained node.
 func prepareNodes(t testing.TB, c *testcluster.Cluster, ns string, count, pods, maxUnavailable int) []string {
 	t.Helper()
+	return prepareNodesWithin(t, c, ns, count, pods, maxUnavailable, 0)
+}
+
+// prepareNodesWithin is prepareNodes giving each node's pods podsWait to
+// run, or testcluster's default (WaitRunningPods) when it is 0.
+func prepareNodesWithin(t testing.TB, c *testcluster.Cluster, ns string, count, pods, maxUnavailable int, podsWait time.Duration) []string {
+	t.Helper()
 	type target struct {
 		pool *testcluster.Pool
 		node string
@@ -702,7 +712,11 @@ func prepareNodes(t testing.TB, c *testcluster.Cluster, ns string, count, pods, 
 	}
 	names := make([]string, count)
 	for i, tg := range targets {
-		c.WaitRunningPods(t, ns, tg.app, tg.node, pods)
+		if podsWait > 0 {
+			c.WaitRunningPodsWithin(t, podsWait, ns, tg.app, tg.node, pods)
+		} else {
+			c.WaitRunningPods(t, ns, tg.app, tg.node, pods)
+		}
 		if maxUnavailable > 0 {
 			c.CreatePDB(t, ns, tg.app, nil, ptr.To(intstr.FromInt32(int32(maxUnavailable))))
 			waitPDBObserved(t, c, ns, tg.app, pods)
