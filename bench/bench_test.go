@@ -1089,10 +1089,13 @@ func (p *population) addPods(t testing.TB, nodes []string, podsPerNode int, step
 	})
 	// The wait lists the pods not yet Running, a list that shrinks, rather
 	// than those Running: at 40 000 pods a list of the Running ones every
-	// second was tens of MB for the API server to encode, each time.
+	// second was tens of MB for the API server to encode, each time. An
+	// empty list must not be a stale one, older than the creates: the list
+	// is a consistent read (no resourceVersion), which the API server still
+	// serves from its watch cache once that cache has caught up.
 	pollFor(t, 10*time.Minute+time.Duration(total)*20*time.Millisecond, interval, fmt.Sprintf("%d pods Running", total), func(ctx context.Context) (bool, error) {
 		list, err := p.cs.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: stepLabel + "=" + step,
-			FieldSelector: "status.phase!=Running", ResourceVersion: "0"})
+			FieldSelector: "status.phase!=Running"})
 		if err != nil {
 			return false, err
 		}
