@@ -87,6 +87,9 @@ func TestMain(m *testing.M) {
 		// And fewer node lease renewals (see
 		// testcluster.Options.HeartbeatFactor).
 		opts.HeartbeatFactor = p8HeartbeatFactor
+		// And a kube-controller-manager that untaints thousands of new
+		// nodes in seconds (testcluster.Options.ControllerManagerQPS).
+		opts.ControllerManagerQPS = p8ControllerManagerQPS
 	}
 	os.Exit(testcluster.Main(m, opts))
 }

@@ -44,6 +44,9 @@ const (
 	// 200 s (25 renewals a second for 5000 nodes instead of 100), and
 	// kube-controller-manager's --node-monitor-grace-period 13m20s.
 	p8HeartbeatFactor = 20
+	// p8ControllerManagerQPS is kube-controller-manager's --kube-api-qps in
+	// a cluster that runs P8, instead of its default 20.
+	p8ControllerManagerQPS = 500
 )
 
 // p8PodsWait is how long P8's P1 drains give their Deployment's pods to run
