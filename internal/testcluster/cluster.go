@@ -113,7 +113,10 @@ type Options struct {
 	// twice it): its node lifecycle controller adds and removes each new
 	// node's not-ready taint with a patch each, so 5000 new nodes are
 	// schedulable only after 10 000 patches, about 8 minutes at 20 a second
-	// (make bench's P8 raises it; nothing else does).
+	// (make bench's P8 raises it; nothing else does). It is passed with
+	// kwokctl's --extra-args, which v0.8.0 mishandles when combined with
+	// RealNodes' or UnmanagedNodes' (see RealNodeKwokctlArgs): P8 sets
+	// neither.
 	ControllerManagerQPS int
 }
 
