@@ -84,6 +84,12 @@ func TestMain(m *testing.M) {
 		// P8's thousands of nodes and pods need kwok to keep up (see
 		// testcluster.Options.KwokParallelism).
 		opts.KwokParallelism = p8KwokParallelism
+		// And fewer node lease renewals (see
+		// testcluster.Options.HeartbeatFactor).
+		opts.HeartbeatFactor = p8HeartbeatFactor
+		// And a kube-controller-manager that untaints thousands of new
+		// nodes in seconds (testcluster.Options.ControllerManagerQPS).
+		opts.ControllerManagerQPS = p8ControllerManagerQPS
 	}
 	os.Exit(testcluster.Main(m, opts))
 }
@@ -689,6 +695,13 @@ func eachRun(b *testing.B, name string, run func(t testing.TB)) {
 // cordon, so replacements never land back on a drained node.
 func prepareNodes(t testing.TB, c *testcluster.Cluster, ns string, count, pods, maxUnavailable int) []string {
 	t.Helper()
+	return prepareNodesWithin(t, c, ns, count, pods, maxUnavailable, 0)
+}
+
+// prepareNodesWithin is prepareNodes giving each node's pods podsWait to
+// run, or testcluster's default (WaitRunningPods) when it is 0.
+func prepareNodesWithin(t testing.TB, c *testcluster.Cluster, ns string, count, pods, maxUnavailable int, podsWait time.Duration) []string {
+	t.Helper()
 	type target struct {
 		pool *testcluster.Pool
 		node string
@@ -702,7 +715,11 @@ func prepareNodes(t testing.TB, c *testcluster.Cluster, ns string, count, pods, 
 	}
 	names := make([]string, count)
 	for i, tg := range targets {
-		c.WaitRunningPods(t, ns, tg.app, tg.node, pods)
+		if podsWait > 0 {
+			c.WaitRunningPodsWithin(t, podsWait, ns, tg.app, tg.node, pods)
+		} else {
+			c.WaitRunningPods(t, ns, tg.app, tg.node, pods)
+		}
 		if maxUnavailable > 0 {
 			c.CreatePDB(t, ns, tg.app, nil, ptr.To(intstr.FromInt32(int32(maxUnavailable))))
 			waitPDBObserved(t, c, ns, tg.app, pods)
@@ -1073,13 +1090,19 @@ func (p *population) addPods(t testing.TB, nodes []string, podsPerNode int, step
 		_, err := p.cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{})
 		return err
 	})
+	// The wait lists the pods not yet Running, a list that shrinks, rather
+	// than those Running: at 40 000 pods a list of the Running ones every
+	// second was tens of MB for the API server to encode, each time. An
+	// empty list must not be a stale one, older than the creates: the list
+	// is a consistent read (no resourceVersion), which the API server still
+	// serves from its watch cache once that cache has caught up.
 	pollFor(t, 10*time.Minute+time.Duration(total)*20*time.Millisecond, interval, fmt.Sprintf("%d pods Running", total), func(ctx context.Context) (bool, error) {
 		list, err := p.cs.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: stepLabel + "=" + step,
-			FieldSelector: "status.phase=Running", ResourceVersion: "0"})
+			FieldSelector: "status.phase!=Running"})
 		if err != nil {
 			return false, err
 		}
-		return len(list.Items) == total, nil
+		return len(list.Items) == 0, nil
 	})
 }
 

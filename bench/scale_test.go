@@ -39,7 +39,23 @@ const (
 	p8IdleWindow = 10 * time.Second
 	// p8KwokParallelism is kwok's parallelism in a cluster that runs P8.
 	p8KwokParallelism = 32
+	// p8HeartbeatFactor is kwokctl's --heartbeat-factor in a cluster that
+	// runs P8, instead of its default 5: node leases of 800 s renewed every
+	// 200 s (25 renewals a second for 5000 nodes instead of 100), and
+	// kube-controller-manager's --node-monitor-grace-period 13m20s.
+	p8HeartbeatFactor = 20
+	// p8ControllerManagerQPS is kube-controller-manager's --kube-api-qps in
+	// a cluster that runs P8, instead of its default 20.
+	p8ControllerManagerQPS = 500
 )
+
+// p8PodsWait is how long P8's P1 drains give their Deployment's pods to run
+// on a cluster of nodes nodes: the harness's 2 minutes plus 50 ms a node,
+// since every step of the way (the Deployment and ReplicaSet controllers,
+// the scheduler, kwok) waits on an API server that serves more nodes.
+func p8PodsWait(nodes int) time.Duration {
+	return 2*time.Minute + time.Duration(nodes)*50*time.Millisecond
+}
 
 // p8Pods is the bare pods per populated node: p8PodsPerNode unless
 // BENCH_P8_PODS says otherwise (a short trial of the steps' other figures).
@@ -244,7 +260,9 @@ func p8Drains(b *testing.B, c *testcluster.Cluster, w client.WithWatch, s *p8Ste
 	perPod := Sample{Unit: "req/pod"}
 	for i := range runs {
 		eachRun(b, fmt.Sprintf("P8-%dnodes/run%d", s.nodes, i), func(t testing.TB) {
-			nodes := prepareNodes(t, c, c.Namespace(t), 2, p8DrainPods, 0)
+			start := time.Now()
+			nodes := prepareNodesWithin(t, c, c.Namespace(t), 2, p8DrainPods, 0, p8PodsWait(s.nodes))
+			t.Logf("P8: %d nodes: two nodes with %d Deployment pods each ready in %s", s.nodes, p8DrainPods, time.Since(start).Round(time.Millisecond))
 			sides := []func(){
 				func() {
 					before, err := op.requests()

@@ -98,6 +98,26 @@ type Options struct {
 	// latency allows: on a loaded 2-core machine about 8 a second, too slow
 	// for thousands of nodes (make bench's P8 raises it; nothing else does).
 	KwokParallelism uint
+	// HeartbeatFactor, when set, is kwokctl's --heartbeat-factor instead of
+	// its default 5: it multiplies kwok's node lease duration (40 s; kwok
+	// renews a lease every quarter of it) and kube-controller-manager's
+	// --node-monitor-grace-period (40 s) and --node-monitor-period (5 s)
+	// alike, so fake nodes renew their leases that many times less often
+	// and still do not turn NotReady. At the default a lease lasts 200 s and
+	// is renewed every 50 s: 100 renewals a second for 5000 nodes, more than
+	// kwok gets through on a loaded 2-core machine beside the pods' status
+	// updates (make bench's P8 raises it; nothing else does).
+	HeartbeatFactor float64
+	// ControllerManagerQPS, when set, is kube-controller-manager's
+	// --kube-api-qps (its own default is 20, burst 30; the burst is set to
+	// twice it): its node lifecycle controller adds and removes each new
+	// node's not-ready taint with a patch each, so 5000 new nodes are
+	// schedulable only after 10 000 patches, about 8 minutes at 20 a second
+	// (make bench's P8 raises it; nothing else does). It is passed with
+	// kwokctl's --extra-args, which v0.8.0 mishandles when combined with
+	// RealNodes' or UnmanagedNodes' (see RealNodeKwokctlArgs): P8 sets
+	// neither.
+	ControllerManagerQPS int
 }
 
 // SpareNode is a fake Ready node no test maintains, in every cluster without
@@ -259,6 +279,14 @@ func StartWith(ctx context.Context, prefix string, opts Options) (*Cluster, erro
 			return c, err
 		}
 		args = append([]string{"--config", cfg}, args...)
+	}
+	if opts.HeartbeatFactor > 0 {
+		args = append(args, "--heartbeat-factor", strconv.FormatFloat(opts.HeartbeatFactor, 'f', -1, 64))
+	}
+	if opts.ControllerManagerQPS > 0 {
+		args = append(args,
+			"--extra-args", "kube-controller-manager=kube-api-qps="+strconv.Itoa(opts.ControllerManagerQPS),
+			"--extra-args", "kube-controller-manager=kube-api-burst="+strconv.Itoa(2*opts.ControllerManagerQPS))
 	}
 	if opts.KubeProxy {
 		cfg := filepath.Join(workDir, "kwokctl-kube-proxy.yaml")

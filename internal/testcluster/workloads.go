@@ -214,7 +214,15 @@ func (c *Cluster) PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, er
 // WaitRunningPods waits until n pods matching app=app in ns are Running on node.
 func (c *Cluster) WaitRunningPods(t testing.TB, ns, app, node string, n int) {
 	t.Helper()
-	WaitFor(t, 2*time.Minute, fmt.Sprintf("%d running pods app=%s on %s", n, app, node), func(ctx context.Context) (bool, error) {
+	c.WaitRunningPodsWithin(t, 2*time.Minute, ns, app, node, n)
+}
+
+// WaitRunningPodsWithin is WaitRunningPods with a timeout of the caller's:
+// a benchmark of thousands of nodes (make bench's P8) gives its pods longer
+// than the 2 minutes that catch a broken cluster quickly everywhere else.
+func (c *Cluster) WaitRunningPodsWithin(t testing.TB, timeout time.Duration, ns, app, node string, n int) {
+	t.Helper()
+	WaitFor(t, timeout, fmt.Sprintf("%d running pods app=%s on %s", n, app, node), func(ctx context.Context) (bool, error) {
 		list := &corev1.PodList{}
 		if err := c.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
 			return false, err
