@@ -366,6 +366,8 @@ func notUsedInThisCycle(grant string, used map[string]bool) string {
 		return "in-cluster webhook certificates: the operator issues them into its secret and injects the CA; this cycle uses webhook_url"
 	case verb == "patch" && (resource == "core/events" || resource == "events.k8s.io/events"):
 		return "an event repeated within minutes is patched into the earlier one"
+	case grant == "get core/nodes":
+		return "a node is read live only when the cache does not have it yet (the webhook, for a node that joined moments ago) or after a write to it lost a race (the lifecycle conditions, the restore): a cycle whose writes win reads the nodes from the cache"
 	case grant == "create core/namespaces":
 		return "the namespace of the node leases and the admission ledger is created only when the API server says it is missing (the first lease or admission of a cluster): a cycle on a cluster that has it already does not use it"
 	case resource == "batch/jobs" || strings.HasPrefix(resource, "nodemaintenance.io/nodemaintenancerollouts") ||
