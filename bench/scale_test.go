@@ -34,6 +34,9 @@ const (
 	p8Baseline = 30
 	// p8ProfileSeconds of CPU profile are taken during the timed creates.
 	p8ProfileSeconds = 5
+	// p8IdleProfileSeconds of CPU profile of the idle operator are taken
+	// at the target step: at 0.05 cores, 20 s hold about 100 samples.
+	p8IdleProfileSeconds = 20
 	// p8IdleWindow is how long each process's CPU is watched on the idle
 	// cluster of a step.
 	p8IdleWindow = 10 * time.Second
@@ -237,6 +240,12 @@ func p8Operator(b *testing.B, c *testcluster.Cluster, s *p8Step, target bool) {
 	if dir := resultsDir(); dir != "" && target {
 		if err := op.saveProfile("heap", filepath.Join(dir, "p8-operator-heap.pprof")); err != nil {
 			b.Logf("heap profile not saved: %v", err)
+		}
+		// What the idle operator spends its CPU on, after the samples
+		// above (a profile costs CPU of its own).
+		path := filepath.Join(dir, "p8-idle-operator-cpu.pprof")
+		if err := op.saveProfile(fmt.Sprintf("profile?seconds=%d", p8IdleProfileSeconds), path); err != nil {
+			b.Logf("idle CPU profile not saved: %v", err)
 		}
 	}
 	s.rss, s.heap, s.idleCPU = rss.Median(), heap.Median(), cpu.Median()

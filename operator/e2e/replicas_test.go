@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
@@ -24,21 +25,52 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/config"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/manager"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodeguard"
 	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testoperator"
 )
 
 // replicas are two webhook validators as two operator replicas run them:
-// each with its own process memory, both reading and writing the real API
-// server. Calling them directly spreads racing creates over both replicas
-// for certain, which a Service in front of them would only do by chance.
-func replicas(c *testcluster.Cluster, maxUnavailable *intstr.IntOrString) [2]*nmwebhook.Validator {
+// each with its own process memory and informer cache, both reading and
+// writing the real API server. Calling them directly spreads racing creates
+// over both replicas for certain, which a Service in front of them would
+// only do by chance.
+func replicas(t *testing.T, c *testcluster.Cluster, maxUnavailable *intstr.IntOrString) [2]*nmwebhook.Validator {
 	var out [2]*nmwebhook.Validator
 	for i := range out {
-		out[i] = &nmwebhook.Validator{Reader: c.Client, Writer: c.Client, MaxUnavailable: maxUnavailable}
+		out[i] = &nmwebhook.Validator{Reader: c.Client, Writer: c.Client, Cache: informerCache(t, c), MaxUnavailable: maxUnavailable}
 	}
 	return out
+}
+
+// informerCache is a replica's own informer cache of the nodes (with the
+// guards' index) and the NodeMaintenances, as the manager makes it, synced.
+func informerCache(t *testing.T, c *testcluster.Cluster) cache.Cache {
+	t.Helper()
+	ctx, cancel := context.WithCancel(bg())
+	t.Cleanup(cancel)
+	informers, err := cache.New(c.RESTConfig, cache.Options{Scheme: manager.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nodeguard.Register(ctx, informers); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{&corev1.Node{}, &nmv1beta1.NodeMaintenance{}} {
+		if _, err := informers.GetInformer(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		if err := informers.Start(ctx); err != nil {
+			t.Errorf("informer cache: %v", err)
+		}
+	}()
+	if !informers.WaitForCacheSync(ctx) {
+		t.Fatal("the informer cache did not sync")
+	}
+	return informers
 }
 
 // race asks the replicas, alternately and all at once, to admit one create
@@ -83,7 +115,7 @@ func race(t *testing.T, c *testcluster.Cluster, v [2]*nmwebhook.Validator, nodes
 func TestReplicasAdmitOneCreatePerNode(t *testing.T) {
 	c := testcluster.Get(t)
 	pool := c.NewPool(t)
-	v := replicas(c, nil)
+	v := replicas(t, c, nil)
 	for round := range 20 {
 		node := pool.AddNode(t, "").Name
 		if admitted := race(t, c, v, []string{node, node, node, node}); len(admitted) != 1 {
@@ -101,7 +133,7 @@ func TestReplicasHoldMaxUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	limit := intstr.FromInt32(int32(len(existing.Items) + 2))
-	v := replicas(c, &limit)
+	v := replicas(t, c, &limit)
 	pool := c.NewPool(t)
 	var nodes []string
 	for range 6 {

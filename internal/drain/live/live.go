@@ -95,8 +95,10 @@ func Read(ctx context.Context, r client.Reader, nodeName string, b Bounds) (drai
 type Known struct {
 	// Node is the node to drain.
 	Node *corev1.Node
-	// Nodes, when not nil, are every node of the cluster (the webhook's
-	// guard lists them): they are not read again.
+	// Nodes, when not nil, are the nodes the caller listed (the webhook's
+	// guard): every node of the cluster, or more than the bounds' Nodes
+	// of them, which says the cluster is beyond the bounds. They are not
+	// read again.
 	Nodes []corev1.Node
 }
 

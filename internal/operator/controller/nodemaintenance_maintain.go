@@ -18,6 +18,7 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1/validation"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodeguard"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
 )
 
@@ -89,9 +90,9 @@ func (r *NodeMaintenanceReconciler) guard(ctx context.Context, s *scope) (ctrl.R
 	}
 	var listErr error
 	err := validation.ValidateNodeGuards(s.node, s.nm.Spec.Drain, func() ([]corev1.Node, error) {
-		nodes := &corev1.NodeList{}
-		listErr = r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy)
-		return nodes.Items, listErr
+		var nodes []corev1.Node
+		nodes, listErr = nodeguard.Nodes(ctx, r.Client, s.node.Name)
+		return nodes, listErr
 	})
 	switch {
 	case listErr != nil:

@@ -30,6 +30,7 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodeguard"
 )
 
 // These tests drive the reconciler pass by pass against controller-runtime's
@@ -71,6 +72,7 @@ func newReconcileEnv(t *testing.T, funcs interceptor.Funcs, objs ...client.Objec
 		// The live reads of pods select on these fields (spec.drain.podSelector, budgets' pods).
 		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
 		WithIndex(&corev1.Pod{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).
+		WithIndex(&corev1.Node{}, nodeguard.SchedulableIndex, nodeguard.Schedulable).
 		WithInterceptorFuncs(funcs).
 		Build()
 	e := &reconcileEnv{t: t, c: c, recorder: events.NewFakeRecorder(100), now: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}

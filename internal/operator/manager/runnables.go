@@ -20,6 +20,7 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodeguard"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodepods"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/rollout"
@@ -38,6 +39,11 @@ func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Opt
 	// controller that releases them: it remembers the version this process
 	// last wrote, and neither reads it before each write.
 	admissions := &ledger.Ledger{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
+	// The webhook's and the controller's node guards read the cached nodes
+	// through this index (nodeguard.Nodes).
+	if err := nodeguard.Register(ctx, mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("index the cached nodes by whether they take pods: %w", err)
+	}
 	if err := addReconciler(ctx, mgr, cfg, o, sender, admissions); err != nil {
 		return err
 	}
@@ -112,7 +118,7 @@ func addRolloutReconciler(mgr ctrl.Manager, o Options, sender *notify.Sender) er
 // requests to any ready pod behind the Service, leader or not. The channel
 // it returns is closed once both are registered.
 func addValidator(mgr ctrl.Manager, admissions *ledger.Ledger, maxUnavailable *intstr.IntOrString, allowForceDrain bool, certsReady <-chan struct{}) (<-chan struct{}, error) {
-	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Nodes: mgr.GetClient(), Writer: mgr.GetClient(), Ledger: admissions, MaxUnavailable: maxUnavailable, AllowForceDrain: allowForceDrain, PreviewDrain: true}
+	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(), Writer: mgr.GetClient(), Ledger: admissions, MaxUnavailable: maxUnavailable, AllowForceDrain: allowForceDrain, PreviewDrain: true}
 	rollouts := &nmwebhook.RolloutValidator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), AllowForceDrain: allowForceDrain}
 	registered := make(chan struct{})
 	return registered, mgr.Add(everyReplica(func(ctx context.Context) error {

@@ -42,14 +42,17 @@ type Validator struct {
 	// Reader reads live from the API server: admission must not decide on a
 	// stale cache.
 	Reader client.Reader
-	// Nodes reads the node of a create (live through Reader when it is not
-	// there: validator.node) and the nodes the guard checks (the manager's
-	// informer cache; Reader when nil): a live list waits for the API server's watch cache
-	// to catch up with etcd, about 100 ms whenever no node was written
-	// lately, on every create. The guard is checked again by the
-	// controller, on its own cache, before the node is touched; what a
-	// cache moments behind lets through here fails there, untouched.
-	Nodes client.Reader
+	// Cache is the manager's informer cache, of nodes (indexed by
+	// nodeguard.SchedulableIndex) and NodeMaintenances; without it every
+	// read is live, through Reader. The webhook reads from it the node of a
+	// create (live when the cache does not have it: validator.node), the
+	// nodes the guards check, and the NodeMaintenances of the first
+	// decision (admit). A live read waits for the API server's answer on
+	// every create, and a list of every NodeMaintenance or node grows with
+	// the cluster. The guards are checked again by the controller, on the
+	// same cache, before the node is touched; what a cache moments behind
+	// lets through here fails there, untouched.
+	Cache client.Reader
 	// Writer writes the admission ledger (package ledger) that makes the
 	// decision hold across replicas.
 	Writer client.Writer
@@ -225,14 +228,19 @@ func (v *Validator) admitAll(ctx context.Context, batch []*pendingCreate) []erro
 // refusal (nil: admitted), or an error for the whole batch: a retryable
 // one means another admission wrote the ledger first.
 //
-// The NodeMaintenances are read from the API server's watch cache: a
-// consistent list waits for the cache to catch up with etcd, about 100 ms
-// whenever no NodeMaintenance was written lately, the usual case of a
-// single create. What the cache may not show yet is covered by the
-// ledger, whose entries hold their node for ledger.TTL (the cache is
-// moments behind, never seconds), and a refusal decided on the cache (which
-// may still show a NodeMaintenance that is gone) is decided again on a
-// consistent list before it is given.
+// The NodeMaintenances are read from the operator's informer cache (the
+// API server's watch cache without one): a consistent list waits for the
+// API server's watch cache to catch up with etcd, about 100 ms whenever no
+// NodeMaintenance was written lately, the usual case of a single create,
+// and with 500 NodeMaintenances each create's list took tens of
+// milliseconds of CPU to encode and decode. What a cache may not show yet
+// is covered by the ledger, whose entries hold their node for ledger.TTL
+// (a cache fed by a watch is moments behind); a create the cache and the
+// ledger both missed (a watch broken longer than the TTL) is admitted, and
+// its maintenance then fails untouched on the node's lease, which the
+// other one holds. A refusal decided on a cache (which may still show a
+// NodeMaintenance that is gone) is decided again on a consistent list
+// before it is given.
 func (v *Validator) admit(ctx context.Context, batch []*pendingCreate) ([]error, error) {
 	// The ledger is read before the list: a create admitted elsewhere is in
 	// the ledger until the list shows it. Read answers from the version this
@@ -243,14 +251,14 @@ func (v *Validator) admit(ctx context.Context, batch []*pendingCreate) ([]error,
 	if err != nil {
 		return make([]error, len(batch)), err
 	}
-	errs, err := v.decide(ctx, batch, snap, live.AnyVersion)
+	errs, err := v.decide(ctx, batch, snap, fromCache)
 	if err == nil && slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
 		// The ledger as this process last wrote it may lack another
 		// replica's release: a refusal rests on the ledger read now.
 		if snap, err = admissions.ReadLive(ctx); err != nil {
 			return errs, err
 		}
-		errs, err = v.decide(ctx, batch, snap)
+		errs, err = v.decide(ctx, batch, snap, consistent)
 	}
 	if err != nil || !slices.Contains(errs, nil) {
 		return errs, err
@@ -259,19 +267,19 @@ func (v *Validator) admit(ctx context.Context, batch []*pendingCreate) ([]error,
 }
 
 // decide decides each create of batch in turn against the NodeMaintenances
-// listed with opts and the ledger's entries, and adds the admitted ones to
-// snap.
-func (v *Validator) decide(ctx context.Context, batch []*pendingCreate, snap *ledger.Snapshot, opts ...client.ListOption) ([]error, error) {
+// and the ledger's entries, and adds the admitted ones to snap. It reads the
+// NodeMaintenances (and the nodes, for --max-unavailable) as src says.
+func (v *Validator) decide(ctx context.Context, batch []*pendingCreate, snap *ledger.Snapshot, src source) ([]error, error) {
 	errs := make([]error, len(batch))
 	list := &nmv1beta1.NodeMaintenanceList{}
-	if err := v.Reader.List(ctx, list, opts...); err != nil {
+	if err := v.list(ctx, list, src); err != nil {
 		return errs, fmt.Errorf("cannot list NodeMaintenances to check the node is not in maintenance already: %w", err)
 	}
 	inMaintenance := v.nodesInMaintenance(list.Items, snap.Entries)
 	nodeCount := 0
 	if v.MaxUnavailable != nil {
 		nodes := &corev1.NodeList{}
-		if err := v.Reader.List(ctx, nodes, opts...); err != nil {
+		if err := v.list(ctx, nodes, src); err != nil {
 			return errs, fmt.Errorf("cannot count the nodes to apply --max-unavailable=%s: %w", v.MaxUnavailable, err)
 		}
 		nodeCount = len(nodes.Items)
@@ -291,6 +299,33 @@ func (v *Validator) decide(ctx context.Context, batch []*pendingCreate, snap *le
 		inMaintenance[nm.Spec.NodeName] = nm.Name
 	}
 	return errs, nil
+}
+
+// source is where decide reads.
+type source int
+
+const (
+	// fromCache reads the informer cache (Cache), or the API server's
+	// watch cache without one or when the informer cache fails.
+	fromCache source = iota
+	// consistent reads live, as of now.
+	consistent
+)
+
+// list lists for decide, from src. The items are only read: from the
+// informer cache, they are not copied.
+func (v *Validator) list(ctx context.Context, list client.ObjectList, src source) error {
+	if src == consistent {
+		return v.Reader.List(ctx, list)
+	}
+	if v.Cache != nil {
+		err := v.Cache.List(ctx, list, client.UnsafeDisableDeepCopy)
+		if err == nil {
+			return nil
+		}
+		logf.FromContext(ctx).Info("cannot list from the cache; reading the API server's watch cache", "error", err.Error())
+	}
+	return v.Reader.List(ctx, list, live.AnyVersion)
 }
 
 // admissions is the ledger: Ledger, or one of the validator's own. The

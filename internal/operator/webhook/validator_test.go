@@ -229,7 +229,7 @@ func TestValidateCreateGuardReadsTheNodeCache(t *testing.T) {
 	cordoned.Spec.Unschedulable = true
 	live := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(readyNode("node01"), readyNode("node02")).Build()
 	cache := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(readyNode("node01"), cordoned).Build()
-	v := &Validator{Reader: live, Writer: live, Nodes: cache}
+	v := &Validator{Reader: live, Writer: live, Cache: cache}
 	_, err := v.ValidateCreate(context.Background(), nm("a", "node01"))
 	if err == nil || !strings.Contains(err.Error(), "is the last schedulable node") {
 		t.Fatalf("got %v, want the refusal the cached nodes call for", err)
@@ -252,7 +252,7 @@ func TestValidateCreateReadsTheNodeFromTheCacheThenLive(t *testing.T) {
 			return c.Get(ctx, key, obj, opts...)
 		}}).Build()
 	cache := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(readyNode("node01"), readyNode("node02")).Build()
-	v := &Validator{Reader: live, Writer: live, Nodes: cache}
+	v := &Validator{Reader: live, Writer: live, Cache: cache}
 	ctx := context.Background()
 	if _, err := v.ValidateCreate(ctx, nm("a", "node01")); err != nil {
 		t.Fatalf("create for a cached node: %v", err)
