@@ -13,9 +13,11 @@ import (
 	"k8s.io/client-go/rest"
 	kubedrain "k8s.io/kubectl/pkg/drain"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/controller"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
@@ -126,6 +128,18 @@ func addValidator(mgr ctrl.Manager, admissions *ledger.Ledger, maxUnavailable *i
 		case <-certsReady:
 		case <-ctx.Done():
 			return nil
+		}
+		// The webhook decides on the informer cache of the nodes and the
+		// NodeMaintenances: it is ready once they are synced. On a standby
+		// replica, whose controller does not run, nothing else starts the
+		// NodeMaintenances' informer.
+		for _, o := range []client.Object{&corev1.Node{}, &nmv1beta1.NodeMaintenance{}} {
+			if _, err := mgr.GetCache().GetInformer(ctx, o); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("sync the operator's cache of %T for the webhook: %w", o, err)
+			}
 		}
 		if err := validator.SetupWithManager(mgr); err != nil {
 			return err
