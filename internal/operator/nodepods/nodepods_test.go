@@ -10,7 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
 )
 
 // fakeAPI answers the informers of every node: a list that waits until
@@ -263,5 +266,32 @@ func TestHeldBeforeStartAndTransformed(t *testing.T) {
 	pods, ok := c.Pods(shortly(t), "node-a")
 	if !ok || len(pods) != 1 || pods[0].Labels != nil {
 		t.Fatalf("Pods = %+v, %v; want web-1 without its labels", pods, ok)
+	}
+}
+
+// A node's informer lists the node's pods (the API server's watch cache
+// answers from its index by node), then watches from the list's version: it
+// never asks for one watch that streams the initial list, which the watch
+// cache serves by checking every pod of the cluster.
+func TestPodsOfListsThenWatchesTheNodesPods(t *testing.T) {
+	clientset := fake.NewClientset()
+	var selectors []string
+	clientset.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		selectors = append(selectors, a.(k8stesting.ListAction).GetListRestrictions().Fields.String())
+		return false, nil, nil
+	})
+	lw := PodsOf(clientset, "node01")
+	if !watchlist.DoesClientNotSupportWatchListSemantics(lw) {
+		t.Error("the node's informer would stream its initial list in one watch, want a list then a watch")
+	}
+	informer := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("informer did not sync")
+	}
+	if len(selectors) != 1 || selectors[0] != "spec.nodeName=node01" {
+		t.Errorf("lists with field selectors %q, want one list of spec.nodeName=node01", selectors)
 	}
 }
