@@ -61,6 +61,15 @@ func PodsOf(clientset kubernetes.Interface, node string) cache.ListerWatcher {
 	return listThenWatch{&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
+			if o.ResourceVersion == "0" {
+				// The reflector's first list asks for whatever the watch
+				// cache holds, which may be moments behind a pod bound
+				// just before the cordon: a drain planned on it could end
+				// with that pod still running. A consistent list without
+				// a limit is answered once the watch cache has caught up
+				// with etcd, still from its index by node.
+				o.ResourceVersion, o.Limit = "", 0
+			}
 			return pods.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {

@@ -2,6 +2,7 @@ package nodepods
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -275,9 +276,12 @@ func TestHeldBeforeStartAndTransformed(t *testing.T) {
 // cache serves by checking every pod of the cluster.
 func TestPodsOfListsThenWatchesTheNodesPods(t *testing.T) {
 	clientset := fake.NewClientset()
-	var selectors []string
+	var selectors, versions []string
 	clientset.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		selectors = append(selectors, a.(k8stesting.ListAction).GetListRestrictions().Fields.String())
+		if o, ok := a.(k8stesting.ListActionImpl); ok {
+			versions = append(versions, fmt.Sprintf("%q limit %d", o.ListOptions.ResourceVersion, o.ListOptions.Limit))
+		}
 		return false, nil, nil
 	})
 	lw := PodsOf(clientset, "node01")
@@ -293,5 +297,9 @@ func TestPodsOfListsThenWatchesTheNodesPods(t *testing.T) {
 	}
 	if len(selectors) != 1 || selectors[0] != "spec.nodeName=node01" {
 		t.Errorf("lists with field selectors %q, want one list of spec.nodeName=node01", selectors)
+	}
+	// Consistent: a drain plans on it.
+	if len(versions) != 1 || versions[0] != `"" limit 0` {
+		t.Errorf("lists at resourceVersion and limit %v, want one consistent list without a limit", versions)
 	}
 }
