@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,25 +93,44 @@ type AuditEvent struct {
 // Evictions reads the audit log of a cluster started with Options.Audit for
 // the evictions of the pods of ns: when each pod's accepted evictions were
 // asked for, and how many evictions were refused (by a PodDisruptionBudget,
-// or a pod already gone).
+// or a pod already gone) or cut off (TimedOutEvictions).
 func (c *Cluster) Evictions(ctx context.Context, ns string) (accepted map[string][]time.Time, refused int, err error) {
+	accepted, refused, _, err = c.evictions(ctx, ns)
+	return accepted, refused, err
+}
+
+// TimedOutEvictions are the evictions of the pods of ns that the audit log
+// records as answered 504 Gateway Timeout: their client went away (it was
+// killed) or ran out of time before the answer. kube-apiserver answers such a
+// request at once and lets its handler run on, so the pod may have been
+// evicted all the same.
+func (c *Cluster) TimedOutEvictions(ctx context.Context, ns string) (map[string][]time.Time, error) {
+	_, _, timedOut, err := c.evictions(ctx, ns)
+	return timedOut, err
+}
+
+func (c *Cluster) evictions(ctx context.Context, ns string) (accepted map[string][]time.Time, refused int, timedOut map[string][]time.Time, err error) {
 	events, err := c.AuditEvents(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	accepted = map[string][]time.Time{}
+	accepted, timedOut = map[string][]time.Time{}, map[string][]time.Time{}
 	for _, e := range events {
 		r := e.ObjectRef
 		if e.Verb != "create" || r.Resource != "pods" || r.Subresource != "eviction" || r.Namespace != ns {
 			continue
 		}
-		if e.ResponseStatus.Code >= 200 && e.ResponseStatus.Code < 300 {
+		switch code := e.ResponseStatus.Code; {
+		case code >= 200 && code < 300:
 			accepted[r.Name] = append(accepted[r.Name], e.RequestReceivedTimestamp)
-		} else {
+		case code == http.StatusGatewayTimeout:
+			timedOut[r.Name] = append(timedOut[r.Name], e.RequestReceivedTimestamp)
+			refused++
+		default:
 			refused++
 		}
 	}
-	return accepted, refused, nil
+	return accepted, refused, timedOut, nil
 }
 
 // AuditEvents returns the audit log so far of a cluster started with

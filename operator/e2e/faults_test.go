@@ -122,8 +122,22 @@ func assertEvictedOnce(t *testing.T, c *testcluster.Cluster, ns string, want int
 			t.Errorf("pod %s/%s was evicted %d times", ns, pod, len(at))
 		}
 	}
-	if len(accepted) != want {
-		t.Errorf("%d pods of %s were evicted, want %d: %v", len(accepted), ns, want, accepted)
+	// A kill can fall while an eviction is on its way: kube-apiserver then
+	// answers 504 at once and its handler may still evict the pod. Such a
+	// pod, gone with no accepted eviction, was evicted by that request.
+	timedOut, err := c.TimedOutEvictions(bg(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evicted := len(accepted)
+	for pod, at := range timedOut {
+		if _, ok := accepted[pod]; !ok {
+			evicted++
+			t.Logf("pod %s/%s: no eviction accepted, %d answered 504 (client killed): counted as evicted by one of them", ns, pod, len(at))
+		}
+	}
+	if evicted != want {
+		t.Errorf("%d pods of %s were evicted, want %d: accepted %v, answered 504 %v", evicted, ns, want, accepted, timedOut)
 	}
 	t.Logf("audit log: %d evictions accepted, %d refused (PDB)", len(accepted), refused)
 }
