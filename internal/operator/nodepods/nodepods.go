@@ -53,8 +53,9 @@ func Informers(clientset kubernetes.Interface) NewInformer {
 // the API server's watch cache answers a list selecting spec.nodeName from
 // its index of the pods by node, but serves a streamed initial list by
 // checking every pod of the cluster against the selector. At 5000 nodes and
-// 50 000 pods, those checks were a third of kube-apiserver's CPU while
-// maintenances started (make bench BENCH=P8), for each drain's few pods.
+// 50 000 pods, checks of that kind were about a third of kube-apiserver's
+// CPU profile while maintenances started (make bench BENCH=P8; that they
+// came from these informers is inferred), for each drain's few pods.
 func PodsOf(clientset kubernetes.Interface, node string) cache.ListerWatcher {
 	selector := fields.OneTermEqualSelector(NodeNameField, node).String()
 	pods := clientset.CoreV1().Pods(metav1.NamespaceAll)
