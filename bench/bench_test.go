@@ -80,15 +80,20 @@ func TestMain(m *testing.M) {
 	if tracing {
 		opts.AuditPolicy = testcluster.TracePolicy
 	}
-	if p8Asked() {
-		// P8's thousands of nodes and pods need kwok to keep up (see
-		// testcluster.Options.KwokParallelism).
+	if largeClusterAsked() {
+		// P8's thousands of nodes and pods, and P7's hundreds of nodes whose
+		// evicted pods are placed again while the rollout waits for them,
+		// need kwok to keep up (see testcluster.Options.KwokParallelism):
+		// with its default, four workers mark the pods of every fake node
+		// Running, where a real cluster has a kubelet on each node.
 		opts.KwokParallelism = p8KwokParallelism
 		// And fewer node lease renewals (see
 		// testcluster.Options.HeartbeatFactor).
 		opts.HeartbeatFactor = p8HeartbeatFactor
 		// And a kube-controller-manager that untaints thousands of new
-		// nodes in seconds (testcluster.Options.ControllerManagerQPS).
+		// nodes in seconds (testcluster.Options.ControllerManagerQPS), and
+		// whose ReplicaSet controller replaces a wave's 500 evicted pods
+		// faster than its default 20 requests a second allow.
 		opts.ControllerManagerQPS = p8ControllerManagerQPS
 	}
 	os.Exit(testcluster.Main(m, opts))

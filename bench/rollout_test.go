@@ -62,7 +62,7 @@ func BenchmarkP7(b *testing.B) {
 					if err := op.restart(c); err != nil {
 						t.Fatalf("restart the operator: %v", err)
 					}
-					res.rollout(t, c, w, prepareFleet(t, c, bulk, nodes, p7Pods), mu)
+					res.rollout(t, c, w, prepareFleet(t, c, bulk, nodes, p7Pods), mu, wave)
 				})
 			},
 			func() {
@@ -82,13 +82,13 @@ func BenchmarkP7(b *testing.B) {
 
 // rollout measures one rollout of nodes: its time, the operator's API
 // requests per evicted pod over it, and the operator's peak RSS.
-func (p *p7) rollout(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nodes []string, mu intstr.IntOrString) {
+func (p *p7) rollout(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nodes []string, mu intstr.IntOrString, wave int) {
 	t.Helper()
 	before, err := op.requests()
 	if err != nil {
 		t.Fatalf("the operator's API requests before the rollout: %v", err)
 	}
-	d := rolloutDrain(t, c, w, nodes, mu)
+	d, done := rolloutDrain(t, c, w, nodes, mu)
 	after, err := op.requests()
 	if err != nil {
 		t.Fatalf("the operator's API requests after the rollout: %v", err)
@@ -100,6 +100,9 @@ func (p *p7) rollout(t testing.TB, c *testcluster.Cluster, w client.WithWatch, n
 	if tracing {
 		writeRequestTotals(t, c, "p7-requests.txt", fmt.Sprintf("rollout of %d nodes × %d pods, %.0f operator requests", len(nodes), p7Pods, after-before), lastDrain)
 	}
+	rows := rowTimes(done, wave)
+	t.Log(rows)
+	appendResult(t, "p7-rows.txt", rows+"\n")
 	p.rollouts = append(p.rollouts, d)
 	p.perPod = append(p.perPod, (after-before)/float64(len(nodes)*p7Pods))
 	p.peakMB = append(p.peakMB, peak)
@@ -124,9 +127,9 @@ func (p *p7) record(b *testing.B, nodes, wave int) {
 }
 
 // rolloutDrain creates a rollout of nodes and returns the time until a
-// watch sees it Succeeded; then it deletes it and waits until it is gone
-// (not timed).
-func rolloutDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nodes []string, mu intstr.IntOrString) time.Duration {
+// watch sees it Succeeded, and the rollout as seen then; then it deletes it
+// and waits until it is gone (not timed).
+func rolloutDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, nodes []string, mu intstr.IntOrString) (time.Duration, *nmv1alpha1.NodeMaintenanceRollout) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -151,14 +154,14 @@ func rolloutDrain(t testing.TB, c *testcluster.Cluster, w client.WithWatch, node
 			return client.IgnoreNotFound(err) == nil && err != nil, nil
 		})
 	})
-	waitRolloutSucceeded(ctx, t, watcher, r.Name)
+	done := waitRolloutSucceeded(ctx, t, watcher, r.Name)
 	lastDrain = span{start: start, end: time.Now()}
-	return lastDrain.end.Sub(start)
+	return lastDrain.end.Sub(start), done
 }
 
-// waitRolloutSucceeded returns when the watch sees the rollout Succeeded,
-// and fails the test when it halts or the deadline passes.
-func waitRolloutSucceeded(ctx context.Context, t testing.TB, watcher watch.Interface, name string) {
+// waitRolloutSucceeded returns the rollout when the watch sees it
+// Succeeded, and fails the test when it halts or the deadline passes.
+func waitRolloutSucceeded(ctx context.Context, t testing.TB, watcher watch.Interface, name string) *nmv1alpha1.NodeMaintenanceRollout {
 	t.Helper()
 	for {
 		select {
@@ -174,7 +177,7 @@ func waitRolloutSucceeded(ctx context.Context, t testing.TB, watcher watch.Inter
 			}
 			switch got.Status.Phase {
 			case nmv1alpha1.RolloutSucceeded:
-				return
+				return got
 			case nmv1alpha1.RolloutHalted:
 				t.Fatalf("rollout %s Halted: %s", name, got.Status.Message)
 			}

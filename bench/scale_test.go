@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,6 +126,22 @@ func BenchmarkP8(b *testing.B) {
 func p8Asked() bool {
 	f := flag.Lookup("test.bench")
 	return f != nil && strings.Contains(f.Value.String(), "P8")
+}
+
+// largeClusterAsked reports whether the benchmarks asked for include one of
+// hundreds of nodes or more: P8, or P7 (its -test.bench pattern matches
+// BenchmarkP7, as `make bench`'s default does).
+func largeClusterAsked() bool {
+	if p8Asked() {
+		return true
+	}
+	f := flag.Lookup("test.bench")
+	if f == nil || f.Value.String() == "" {
+		return false // no benchmark runs
+	}
+	// -test.bench matches each level of a name apart; P7 has one level.
+	re, err := regexp.Compile(strings.Split(f.Value.String(), "/")[0])
+	return err == nil && re.MatchString("BenchmarkP7")
 }
 
 // parseSteps reads a comma-separated list of growing node counts.

@@ -1,9 +1,14 @@
 package bench
 
 import (
+	"flag"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 )
 
 func TestParseSteps(t *testing.T) {
@@ -41,6 +46,43 @@ func TestGrowthTable(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("growth table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRowTimes(t *testing.T) {
+	at := func(s int) *metav1.Time { v := metav1.NewTime(time.Unix(1000+int64(s), 0)); return &v }
+	ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Status: nmv1alpha1.NodeMaintenanceRolloutStatus{Nodes: []nmv1alpha1.RolloutNode{
+		{StartedAt: at(0), DrainedAt: at(4), RestoredAt: at(6), RecoveredAt: at(9), FinishedAt: at(9)},
+		{StartedAt: at(0), DrainedAt: at(2), RestoredAt: at(3), RecoveredAt: at(3), FinishedAt: at(3)},
+		{StartedAt: at(5), DrainedAt: at(7), RestoredAt: at(8), RecoveredAt: at(8), FinishedAt: at(8)},
+		{StartedAt: at(11)},
+	}}}
+	out := rowTimes(ro, 2)
+	for _, want := range []string{
+		"rollout r, 4 nodes, 2 at once",
+		"started → drained (admission, cordon, drain): median 2 s, p90 4 s, longest 4 s (3 rows)",
+		"restored → recovered (its workloads available again): median 0 s, p90 3 s, longest 3 s (3 rows)",
+		"a whole node, started → done: median 3 s, p90 9 s, longest 9 s (3 rows)",
+		// Slots freed at 3 and 8 (then 9); the third and fourth nodes started at 5 and 11.
+		"handover, a slot freed → the next node started: median 2 s, p90 3 s, longest 3 s (2 rows)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rowTimes lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestLargeClusterAsked(t *testing.T) {
+	f := flag.Lookup("test.bench")
+	old := f.Value.String()
+	t.Cleanup(func() { _ = f.Value.Set(old) })
+	for pattern, want := range map[string]bool{".": true, "P7": true, "P8": true, "P1$": false, "P[1-6]": false, "P1|P7": true, "P7/x": true, "": false} {
+		if err := f.Value.Set(pattern); err != nil {
+			t.Fatal(err)
+		}
+		if got := largeClusterAsked(); got != want {
+			t.Errorf("-test.bench %q: largeClusterAsked() = %v, want %v", pattern, got, want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -233,5 +234,25 @@ func TestFormatTraceKeepsTheSpanInOrder(t *testing.T) {
 	}
 	if !strings.Contains(got, "node-maintenance-operator patch nodes") {
 		t.Errorf("no total by client:\n%s", got)
+	}
+}
+
+// appendResult appends text to the file name of the results directory.
+func appendResult(t testing.TB, name, text string) {
+	t.Helper()
+	dir := resultsDir()
+	if dir == "" {
+		return
+	}
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		var f *os.File
+		if f, err = os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			_, err = f.WriteString(text)
+			err = errors.Join(err, f.Close())
+		}
+	}
+	if err != nil {
+		t.Logf("%s not written: %v", name, err)
 	}
 }

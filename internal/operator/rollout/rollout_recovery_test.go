@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,18 +87,20 @@ func TestAdvanceRecovery(t *testing.T) {
 		advanceCase
 		recovered bool
 	}{
-		{advanceCase{name: "restored, workloads available", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: ready, want: "Soaking"}, true},
+		{advanceCase{name: "restored, workloads available, no soak", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: ready, want: "Done"}, true},
+		{advanceCase{name: "restored, workloads available, soaking", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: ready,
+			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(time.Minute)}, want: "Soaking", wait: 61 * time.Second}, true},
 		{advanceCase{name: "restored, a workload short", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: waiting, want: "Recovering", wait: recoveryRetry,
 			reason: "at most recoveryTimeout 10m0s"}, false},
 		{advanceCase{name: "restored under NodeReady, a workload short", row: nmv1alpha1.RolloutNode{State: "Restoring"}, obs: waiting,
-			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{RecoveryGate: nmv1alpha1.RecoveryNodeReady}, want: "Soaking"}, true},
+			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{RecoveryGate: nmv1alpha1.RecoveryNodeReady}, want: "Done"}, true},
 		{advanceCase{name: "recovering, short", row: restoredAgo(time.Minute), obs: waiting, want: "Recovering", wait: recoveryRetry}, false},
 		{advanceCase{name: "recovering, short, timeout near", row: restoredAgo(time.Minute), obs: waiting,
 			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{RecoveryTimeout: sec(62 * time.Second)}, want: "Recovering", wait: 3 * time.Second}, false},
 		{advanceCase{name: "recovered, soak counted from the restore", row: restoredAgo(time.Minute), obs: ready,
 			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(2 * time.Minute)}, want: "Soaking", wait: 61 * time.Second}, true},
 		{advanceCase{name: "recovered after the soak's end", row: restoredAgo(time.Minute), obs: ready,
-			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(time.Second)}, want: "Soaking"}, true},
+			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{SoakFor: sec(time.Second)}, want: "Done"}, true},
 		{advanceCase{name: "timed out", row: restoredAgo(2*time.Minute + 2*time.Second), obs: waiting,
 			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{RecoveryTimeout: sec(2 * time.Minute)}, want: "Failed",
 			reason: "workloads not recovered within recoveryTimeout 2m0s: Deployment a/web: 1 of 3 available"}, false},
@@ -250,5 +253,40 @@ func TestStartRecordsTheWorkloadsBeforeTheChild(t *testing.T) {
 	}
 	if got.Status.Nodes[1].State != "Waiting" || got.Status.Nodes[1].Workloads != nil {
 		t.Errorf("row n2, not started, is %+v", got.Status.Nodes[1])
+	}
+}
+
+// A pass reads each workload its deciding rows recorded once, however many
+// rows recorded it, and only for the rows whose recovery it decides.
+func TestReadRecoveryReadsEachWorkloadOnce(t *testing.T) {
+	short := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3)},
+		Status: appsv1.DeploymentStatus{AvailableReplicas: 1, UpdatedReplicas: 3}}
+	whole := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "db"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)},
+		Status: appsv1.DeploymentStatus{AvailableReplicas: 1, UpdatedReplicas: 1}}
+	reads := map[string]int{}
+	var mu sync.Mutex
+	count := func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		mu.Lock()
+		reads[key.String()]++
+		mu.Unlock()
+		return c.Get(ctx, key, obj, opts...)
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(short, whole).WithInterceptorFuncs(interceptor.Funcs{Get: count}).Build()
+	r := &RolloutReconciler{APIReader: c}
+	both := []string{"Deployment a/db", "Deployment a/web"}
+	s := &scope{ro: &nmv1alpha1.NodeMaintenanceRollout{}, status: &nmv1alpha1.NodeMaintenanceRolloutStatus{Nodes: []nmv1alpha1.RolloutNode{
+		{Name: "n1", State: "Recovering", Workloads: both},
+		{Name: "n2", State: "Restoring", Workloads: []string{"Deployment a/web"}},
+		{Name: "n3", State: "Restoring", Workloads: []string{"Deployment a/other"}}, // its child is still there
+		{Name: "n4", State: "Draining", Workloads: []string{"Deployment a/draining"}},
+	}}, obs: map[string]observed{"n1": {}, "n2": {}, "n3": {child: succeeded("n3")}, "n4": {}}}
+	r.readRecovery(context.Background(), s)
+	if want := map[string]int{"a/web": 1, "a/db": 1}; !maps.Equal(reads, want) {
+		t.Errorf("reads %v, want %v", reads, want)
+	}
+	for node, want := range map[string]string{"n1": "Deployment a/web: 1 of 3 available", "n2": "Deployment a/web: 1 of 3 available", "n3": "", "n4": ""} {
+		if got := strings.Join(s.obs[node].unrecovered, "; "); got != want {
+			t.Errorf("row %s waits for %q, want %q", node, got, want)
+		}
 	}
 }
