@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,25 @@ const (
 	p7Pods           = 10
 	p7MaxUnavailable = "10%"
 )
+
+// P7's first rollout of at least p7ProfileNodes nodes saves p7ProfileSeconds
+// of CPU profile of the operator and the API server, p7ProfileAfter into
+// it (a rollout of 500 nodes takes minutes).
+const (
+	p7ProfileNodes   = 200
+	p7ProfileAfter   = time.Minute
+	p7ProfileSeconds = 30
+)
+
+// cpuSpent says how many CPU seconds each process of cpuProcesses used
+// between two readings of cpuByProcess.
+func cpuSpent(before, after map[string]float64) string {
+	parts := make([]string, 0, len(cpuProcesses))
+	for _, name := range cpuProcesses {
+		parts = append(parts, fmt.Sprintf("%s %.1f", name, after[name]-before[name]))
+	}
+	return "CPU seconds used: " + strings.Join(parts, ", ")
+}
 
 // p7 holds P7's figures across runs.
 type p7 struct {
@@ -67,9 +87,11 @@ func BenchmarkP7(b *testing.B) {
 			},
 			func() {
 				eachRun(b, fmt.Sprintf("P7/run%d/limit", i), func(t testing.TB) {
-					d := limitWaves(t, bulk, prepareFleet(t, c, bulk, nodes, p7Pods), wave)
+					fleet := prepareFleet(t, c, bulk, nodes, p7Pods)
+					before := cpuByProcess(t)
+					d := limitWaves(t, bulk, fleet, wave)
 					res.loops = append(res.loops, d)
-					t.Logf("limit loop's %d waves of %d nodes: %s", (nodes+wave-1)/wave, wave, d.Round(time.Millisecond))
+					t.Logf("limit loop's %d waves of %d nodes: %s; %s", (nodes+wave-1)/wave, wave, d.Round(time.Millisecond), cpuSpent(before, cpuByProcess(t)))
 				})
 			},
 		}
@@ -88,7 +110,22 @@ func (p *p7) rollout(t testing.TB, c *testcluster.Cluster, w client.WithWatch, n
 	if err != nil {
 		t.Fatalf("the operator's API requests before the rollout: %v", err)
 	}
+	profiled := make(chan struct{})
+	if dir := resultsDir(); dir != "" && len(p.rollouts) == 0 && len(nodes) >= p7ProfileNodes {
+		// Where the CPU of a rollout in full swing goes: the operator's
+		// and the API server's profiles, once the first nodes are done.
+		go func() {
+			defer close(profiled)
+			time.Sleep(p7ProfileAfter)
+			saveCPUProfiles(t, c, dir, "p7", p7ProfileSeconds)
+		}()
+	} else {
+		close(profiled)
+	}
+	cpu := cpuByProcess(t)
 	d, done := rolloutDrain(t, c, w, nodes, mu)
+	spent := cpuSpent(cpu, cpuByProcess(t))
+	<-profiled
 	after, err := op.requests()
 	if err != nil {
 		t.Fatalf("the operator's API requests after the rollout: %v", err)
@@ -106,7 +143,7 @@ func (p *p7) rollout(t testing.TB, c *testcluster.Cluster, w client.WithWatch, n
 	p.rollouts = append(p.rollouts, d)
 	p.perPod = append(p.perPod, (after-before)/float64(len(nodes)*p7Pods))
 	p.peakMB = append(p.peakMB, peak)
-	t.Logf("rollout of %d nodes: %s, %.0f operator API requests, peak RSS %.1f MB", len(nodes), d.Round(time.Millisecond), after-before, peak)
+	t.Logf("rollout of %d nodes: %s, %.0f operator API requests, peak RSS %.1f MB; %s", len(nodes), d.Round(time.Millisecond), after-before, peak, spent)
 }
 
 func (p *p7) record(b *testing.B, nodes, wave int) {
