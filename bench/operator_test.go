@@ -169,7 +169,22 @@ func processCPUSeconds(pid int) (float64, error) {
 func (o *operatorProcess) requests() (float64, error) { return o.metric("rest_client_requests_total") }
 
 // metric sums the samples of one metric of the operator's Prometheus endpoint.
-func (o *operatorProcess) metric(name string) (float64, error) {
+func (o *operatorProcess) metric(name string) (float64, error) { return o.metricWith(name, "") }
+
+// reconciles is how many passes the controller named has run so far, and
+// the seconds they took in all (controller-runtime's histogram).
+func (o *operatorProcess) reconciles(controller string) (passes, seconds float64, err error) {
+	label := fmt.Sprintf(`controller="%s"`, controller)
+	if passes, err = o.metricWith("controller_runtime_reconcile_time_seconds_count", label); err != nil {
+		return 0, 0, err
+	}
+	seconds, err = o.metricWith("controller_runtime_reconcile_time_seconds_sum", label)
+	return passes, seconds, err
+}
+
+// metricWith sums the samples of one metric of the operator's Prometheus
+// endpoint whose labels contain label ("" for every sample).
+func (o *operatorProcess) metricWith(name, label string) (float64, error) {
 	resp, err := http.Get(o.MetricsURL)
 	if err != nil {
 		return 0, err
@@ -181,7 +196,7 @@ func (o *operatorProcess) metric(name string) (float64, error) {
 	}
 	total, found := 0.0, false
 	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") || !strings.Contains(line, label) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)

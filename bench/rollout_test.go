@@ -47,6 +47,43 @@ func cpuSpent(before, after map[string]float64) string {
 	return "CPU seconds used: " + strings.Join(parts, ", ")
 }
 
+// p7Controllers are the operator's controllers whose passes P7 reports.
+var p7Controllers = []string{"nodemaintenancerollout", "nodemaintenance"}
+
+// passesOf reads how many passes each of p7Controllers has run and how
+// long they took in all; nil when the metrics cannot be read.
+func passesOf(t testing.TB) map[string][2]float64 {
+	out := map[string][2]float64{}
+	for _, name := range p7Controllers {
+		n, s, err := op.reconciles(name)
+		if err != nil {
+			t.Logf("the passes of controller %s: %v", name, err)
+			return nil
+		}
+		out[name] = [2]float64{n, s}
+	}
+	return out
+}
+
+// passesSince says how many passes each controller ran since before, and
+// how long they took on average.
+func passesSince(t testing.TB, before map[string][2]float64) string {
+	after := passesOf(t)
+	if before == nil || after == nil {
+		return "passes: not read"
+	}
+	parts := make([]string, 0, len(p7Controllers))
+	for _, name := range p7Controllers {
+		n, s := after[name][0]-before[name][0], after[name][1]-before[name][1]
+		avg := 0.0
+		if n > 0 {
+			avg = s / n
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f passes, %.1f s in all, %.0f ms each on average", name, n, s, 1000*avg))
+	}
+	return "passes: " + strings.Join(parts, "; ")
+}
+
 // p7 holds P7's figures across runs.
 type p7 struct {
 	rollouts, loops []time.Duration
@@ -91,7 +128,9 @@ func BenchmarkP7(b *testing.B) {
 					before := cpuByProcess(t)
 					d := limitWaves(t, bulk, fleet, wave)
 					res.loops = append(res.loops, d)
-					t.Logf("limit loop's %d waves of %d nodes: %s; %s", (nodes+wave-1)/wave, wave, d.Round(time.Millisecond), cpuSpent(before, cpuByProcess(t)))
+					summary := fmt.Sprintf("limit loop's %d waves of %d nodes: %s\n  %s", (nodes+wave-1)/wave, wave, d.Round(time.Millisecond), cpuSpent(before, cpuByProcess(t)))
+					t.Log(summary)
+					appendResult(t, "p7-rows.txt", summary+"\n")
 				})
 			},
 		}
@@ -123,8 +162,10 @@ func (p *p7) rollout(t testing.TB, c *testcluster.Cluster, w client.WithWatch, n
 		close(profiled)
 	}
 	cpu := cpuByProcess(t)
+	work := passesOf(t)
 	d, done := rolloutDrain(t, c, w, nodes, mu)
 	spent := cpuSpent(cpu, cpuByProcess(t))
+	passes := passesSince(t, work)
 	<-profiled
 	after, err := op.requests()
 	if err != nil {
@@ -137,13 +178,14 @@ func (p *p7) rollout(t testing.TB, c *testcluster.Cluster, w client.WithWatch, n
 	if tracing {
 		writeRequestTotals(t, c, "p7-requests.txt", fmt.Sprintf("rollout of %d nodes × %d pods, %.0f operator requests", len(nodes), p7Pods, after-before), lastDrain)
 	}
-	rows := rowTimes(done, wave)
-	t.Log(rows)
-	appendResult(t, "p7-rows.txt", rows+"\n")
+	summary := fmt.Sprintf("rollout of %d nodes: %s, %.0f operator API requests, peak RSS %.1f MB\n  %s\n  %s\n%s",
+		len(nodes), d.Round(time.Millisecond), after-before, peak, spent, passes, rowTimes(done, wave))
+	// go test cuts a benchmark's log short: the file has it whole.
+	t.Log(summary)
+	appendResult(t, "p7-rows.txt", summary+"\n")
 	p.rollouts = append(p.rollouts, d)
 	p.perPod = append(p.perPod, (after-before)/float64(len(nodes)*p7Pods))
 	p.peakMB = append(p.peakMB, peak)
-	t.Logf("rollout of %d nodes: %s, %.0f operator API requests, peak RSS %.1f MB; %s", len(nodes), d.Round(time.Millisecond), after-before, peak, spent)
 }
 
 func (p *p7) record(b *testing.B, nodes, wave int) {
