@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -172,15 +173,22 @@ func (o *operatorProcess) requests() (float64, error) { return o.metric("rest_cl
 func (o *operatorProcess) metric(name string) (float64, error) { return o.metricWith(name, "") }
 
 // reconciles is how many passes the controller named has run so far, and
-// the seconds they took in all (controller-runtime's histogram).
+// the seconds they took in all (controller-runtime's histogram, which has
+// no sample before the first pass: none yet).
 func (o *operatorProcess) reconciles(controller string) (passes, seconds float64, err error) {
 	label := fmt.Sprintf(`controller="%s"`, controller)
-	if passes, err = o.metricWith("controller_runtime_reconcile_time_seconds_count", label); err != nil {
+	if passes, err = o.metricWith("controller_runtime_reconcile_time_seconds_count", label); errors.Is(err, errNoMetric) {
+		return 0, 0, nil
+	} else if err != nil {
 		return 0, 0, err
 	}
 	seconds, err = o.metricWith("controller_runtime_reconcile_time_seconds_sum", label)
 	return passes, seconds, err
 }
+
+// errNoMetric is metricWith's error for a metric the endpoint has no
+// sample of.
+var errNoMetric = errors.New("no such metric")
 
 // metricWith sums the samples of one metric of the operator's Prometheus
 // endpoint whose labels contain label ("" for every sample).
@@ -206,7 +214,7 @@ func (o *operatorProcess) metricWith(name, label string) (float64, error) {
 		total, found = total+v, true
 	}
 	if !found {
-		return 0, fmt.Errorf("no %s at %s", name, o.MetricsURL)
+		return 0, fmt.Errorf("%w: %s at %s", errNoMetric, name, o.MetricsURL)
 	}
 	return total, nil
 }

@@ -306,7 +306,8 @@ const (
 	NodeDraining RolloutNodeState = "Draining"
 	// NodeStepRunning: drained; the step Job runs on it.
 	NodeStepRunning RolloutNodeState = "StepRunning"
-	// NodeHolding: drained, held for holdFor (no step).
+	// NodeHolding: drained, held for holdFor (no step). Without holdFor a
+	// row goes straight on to Restoring, in the same status write.
 	NodeHolding RolloutNodeState = "Holding"
 	// NodeRestoring: its NodeMaintenance is deleted; the node is being
 	// restored.
@@ -314,7 +315,9 @@ const (
 	// NodeRecovering: restored; waits until the workloads evicted from it
 	// are fully available again (recoveryGate), at most recoveryTimeout.
 	NodeRecovering RolloutNodeState = "Recovering"
-	// NodeSoaking: restored; waits to be Ready for soakFor.
+	// NodeSoaking: restored; waits to be Ready for soakFor. A row whose
+	// soakFor has passed (or that has none) when it recovers goes straight
+	// on to Done, in the same status write.
 	NodeSoaking RolloutNodeState = "Soaking"
 	// NodeDone: maintained, restored, recovered and soaked.
 	NodeDone RolloutNodeState = "Done"

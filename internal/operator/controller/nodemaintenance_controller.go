@@ -81,13 +81,12 @@ const (
 
 // Defaults of Options, shared with the operator's flags.
 //
-// DefaultMaxConcurrentReconciles is 50 so that a rollout of 500 nodes at
-// maxUnavailable 10% (50 maintenances in flight) has a worker for each: a
-// pass is a chain of API requests, and a worker spends it waiting. With 10
-// workers, P7 measured the passes waiting 4 s on average in the queue
-// (bench/README.md, "P7 at scale").
+// DefaultMaxConcurrentReconciles stays 10: in P7 (500 nodes, 50
+// maintenances in flight) passes waited 4 s on average in the queue with
+// 10 workers, yet 50 workers made the rollout no faster on a machine whose
+// cores the cluster already kept busy (bench/README.md, "P7 at scale").
 const (
-	DefaultMaxConcurrentReconciles = 50
+	DefaultMaxConcurrentReconciles = 10
 	DefaultEvictionParallelism     = 32
 	DefaultLeaseRetryInterval      = 5 * time.Second
 	DefaultBlockedBackoffInitial   = 100 * time.Millisecond
