@@ -40,14 +40,19 @@ func TestResultsTable(t *testing.T) {
 		{Scenario: "P1", Side: "operator", Sample: Seconds([]time.Duration{time.Second, 2 * time.Second, 3 * time.Second}), Ratio: 2.0 / 7, Of: "kubectl drain", Max: 0.25},
 		{Scenario: "P5", Side: "RSS", Sample: Sample{Values: []float64{90}, Unit: "MB"}, Max: 150},
 	}
-	out := Results(rows)
-	for _, want := range []string{
+	wantLines(t, "table", Results(rows),
 		"| P1 | kubectl drain | 7.000 s | 6.000 s – 8.000 s | 3 |",
 		"| P1 | operator | 2.000 s | 1.000 s – 3.000 s | 3 | 0.29× kubectl drain | ≤ 0.25× | **no** |",
 		"| P5 | RSS | 90.0 MB | 90.0 MB – 90.0 MB | 1 |  | ≤ 150.0 MB | yes |",
-	} {
+	)
+}
+
+// wantLines fails t for each of wants that out, the text named what, lacks.
+func wantLines(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
 		if !strings.Contains(out, want) {
-			t.Errorf("table lacks %q:\n%s", want, out)
+			t.Errorf("%s lacks %q:\n%s", what, want, out)
 		}
 	}
 }
