@@ -41,9 +41,10 @@
 //     step.timeout from its creation: the node failed. Child Failed: the node
 //     failed with the child's lastError.
 //   - A state that only waits for a timer (Holding, Soaking) is passed
-//     through in the pass that reaches it when its time is up already (no
+//     through in the pass that enters it when its time is up already (no
 //     holdFor, no soakFor left): one status write, not one per state, and
 //     a Done row's slot goes to the next node in that same pass (advance).
+//     Any other state entered waits for the next pass.
 //   - Restoring ends when the child is gone (its finalizer restored the node
 //     exactly: a node cordoned by hand before stays cordoned) and the node
 //     is Ready (RestoredAt); then Recovering, then Soaking, then Done. A node

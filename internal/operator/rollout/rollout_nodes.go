@@ -95,29 +95,29 @@ func (r *RolloutReconciler) advanceRows(_ context.Context, s *scope) (ctrl.Resul
 // what was observed and the clock allow, and returns how long until a
 // timer (hold, step timeout, recovery, soak) may move it on, or 0.
 //
-// A state that needs nothing but its timer is passed through in the same
-// pass when the timer is zero: a drained node with no hold is Restoring at
-// once, a recovered node with no soak left is Done at once (and its slot
-// goes to the next node in the same pass). Each state that needs the
-// cluster to act stops the loop: Restoring stays until its child is gone,
-// StepRunning until its Job has ended, Draining until its child has. So
-// the status written still comes before the action it decides (act runs
-// after the write), and a crash between the two leaves a status whose
-// action the next pass does again.
+// A state that waits for nothing but its timer (Holding, Soaking) is passed
+// through in the same pass when the timer is zero: a drained node with no
+// hold is Restoring at once, a recovered node with no soak left is Done at
+// once (and its slot goes to the next node in the same pass). Every other
+// state a row enters ends the pass's moves for it, as before: Restoring is
+// decided on in the next pass, once act has deleted the child. So the
+// status written still comes before the action it decides (act runs after
+// the write), and a crash between the two leaves a status whose action the
+// next pass does again.
 func advance(row *nmv1alpha1.RolloutNode, o observed, ro *nmv1alpha1.NodeMaintenanceRollout, now time.Time) time.Duration {
-	// The states form a chain with no cycle: a row moves at most through
-	// each of them once.
-	for range rowStates {
+	for {
 		from := row.State
-		if wait := advanceOnce(row, o, ro, now); wait > 0 || row.State == from {
+		wait := advanceOnce(row, o, ro, now)
+		if wait > 0 || row.State == from || !timerOnly(row.State) {
 			return wait
 		}
 	}
-	return 0
 }
 
-// rowStates is the number of states of a row.
-const rowStates = 9
+// timerOnly reports a state that waits for nothing but a timer.
+func timerOnly(state nmv1alpha1.RolloutNodeState) bool {
+	return state == nmv1alpha1.NodeHolding || state == nmv1alpha1.NodeSoaking
+}
 
 // advanceOnce is one transition of a row's state machine.
 func advanceOnce(row *nmv1alpha1.RolloutNode, o observed, ro *nmv1alpha1.NodeMaintenanceRollout, now time.Time) time.Duration {

@@ -193,6 +193,8 @@ func TestAdvance(t *testing.T) {
 		{name: "drain failed", row: nmv1alpha1.RolloutNode{State: "Draining"}, obs: observed{node: readyNode("a"), child: failedChild}, want: "Failed", reason: "the drain timed out"},
 		{name: "hold not over", row: nmv1alpha1.RolloutNode{State: "Holding", DrainedAt: drainedAt}, spec: nmv1alpha1.NodeMaintenanceRolloutSpec{HoldFor: sec(time.Minute)}, want: "Holding", wait: 51 * time.Second},
 		{name: "hold over", row: nmv1alpha1.RolloutNode{State: "Holding", DrainedAt: drainedAt}, obs: observed{node: readyNode("a"), child: succeeded("a")}, spec: nmv1alpha1.NodeMaintenanceRolloutSpec{HoldFor: sec(5 * time.Second)}, want: "Restoring"},
+		{name: "hold over, the node deleted meanwhile: restoring first, its child deleted (act) before it fails", row: nmv1alpha1.RolloutNode{State: "Holding", DrainedAt: drainedAt},
+			spec: nmv1alpha1.NodeMaintenanceRolloutSpec{HoldFor: sec(5 * time.Second)}, want: "Restoring"},
 		{name: "step running", row: nmv1alpha1.RolloutNode{State: "StepRunning"}, obs: observed{job: jobWith(now.Add(-time.Second), "")}, spec: withStep, want: "StepRunning", wait: 59 * time.Second},
 		{name: "step complete", row: nmv1alpha1.RolloutNode{State: "StepRunning"}, obs: observed{node: readyNode("a"), child: succeeded("a"), job: jobWith(now, batchv1.JobComplete)}, spec: withStep, want: "Restoring"},
 		{name: "step failed", row: nmv1alpha1.RolloutNode{State: "StepRunning"}, obs: observed{job: jobWith(now, batchv1.JobFailed)}, spec: withStep, want: "Failed", reason: "ns/ro-a failed: R: M"},
