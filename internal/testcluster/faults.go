@@ -93,28 +93,37 @@ type AuditEvent struct {
 // Evictions reads the audit log of a cluster started with Options.Audit for
 // the evictions of the pods of ns: when each pod's accepted evictions were
 // asked for, and how many evictions were refused (by a PodDisruptionBudget,
-// or a pod already gone) or cut off (TimedOutEvictions).
+// or a pod already gone) or cut off (EvictionLog.TimedOut).
 func (c *Cluster) Evictions(ctx context.Context, ns string) (accepted map[string][]time.Time, refused int, err error) {
-	accepted, refused, _, err = c.evictions(ctx, ns)
-	return accepted, refused, err
+	log, err := c.EvictionLog(ctx, ns)
+	return log.Accepted, log.Refused, err
 }
 
-// TimedOutEvictions are the evictions of the pods of ns that the audit log
-// records as answered 504 Gateway Timeout: their client went away (it was
-// killed) or ran out of time before the answer. kube-apiserver answers such a
-// request at once and lets its handler run on, so the pod may have been
-// evicted all the same.
-func (c *Cluster) TimedOutEvictions(ctx context.Context, ns string) (map[string][]time.Time, error) {
-	_, _, timedOut, err := c.evictions(ctx, ns)
-	return timedOut, err
+// EvictionLog is what the audit log says of the evictions of one
+// namespace's pods.
+type EvictionLog struct {
+	// Accepted holds, for each pod, when its accepted evictions were asked
+	// for.
+	Accepted map[string][]time.Time
+	// TimedOut holds, for each pod, when its evictions answered 504 Gateway
+	// Timeout were asked for: their client went away (it was killed) or ran
+	// out of time before the answer. kube-apiserver answers such a request
+	// at once and lets its handler run on, so the pod may have been evicted
+	// all the same.
+	TimedOut map[string][]time.Time
+	// Refused counts the evictions not accepted, the timed-out ones
+	// included.
+	Refused int
 }
 
-func (c *Cluster) evictions(ctx context.Context, ns string) (accepted map[string][]time.Time, refused int, timedOut map[string][]time.Time, err error) {
+// EvictionLog reads the audit log of a cluster started with Options.Audit
+// for the evictions of the pods of ns.
+func (c *Cluster) EvictionLog(ctx context.Context, ns string) (EvictionLog, error) {
 	events, err := c.AuditEvents(ctx)
 	if err != nil {
-		return nil, 0, nil, err
+		return EvictionLog{}, err
 	}
-	accepted, timedOut = map[string][]time.Time{}, map[string][]time.Time{}
+	log := EvictionLog{Accepted: map[string][]time.Time{}, TimedOut: map[string][]time.Time{}}
 	for _, e := range events {
 		r := e.ObjectRef
 		if e.Verb != "create" || r.Resource != "pods" || r.Subresource != "eviction" || r.Namespace != ns {
@@ -122,15 +131,15 @@ func (c *Cluster) evictions(ctx context.Context, ns string) (accepted map[string
 		}
 		switch code := e.ResponseStatus.Code; {
 		case code >= 200 && code < 300:
-			accepted[r.Name] = append(accepted[r.Name], e.RequestReceivedTimestamp)
+			log.Accepted[r.Name] = append(log.Accepted[r.Name], e.RequestReceivedTimestamp)
 		case code == http.StatusGatewayTimeout:
-			timedOut[r.Name] = append(timedOut[r.Name], e.RequestReceivedTimestamp)
-			refused++
+			log.TimedOut[r.Name] = append(log.TimedOut[r.Name], e.RequestReceivedTimestamp)
+			log.Refused++
 		default:
-			refused++
+			log.Refused++
 		}
 	}
-	return accepted, refused, timedOut, nil
+	return log, nil
 }
 
 // AuditEvents returns the audit log so far of a cluster started with

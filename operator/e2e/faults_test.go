@@ -113,10 +113,11 @@ func assertSameNodeState(t *testing.T, node string, before, after nodeState) {
 // were.
 func assertEvictedOnce(t *testing.T, c *testcluster.Cluster, ns string, want int) {
 	t.Helper()
-	accepted, refused, err := c.Evictions(bg(), ns)
+	audit, err := c.EvictionLog(bg(), ns)
 	if err != nil {
 		t.Fatal(err)
 	}
+	accepted, timedOut, refused := audit.Accepted, audit.TimedOut, audit.Refused
 	for pod, at := range accepted {
 		if len(at) > 1 {
 			t.Errorf("pod %s/%s was evicted %d times", ns, pod, len(at))
@@ -125,10 +126,6 @@ func assertEvictedOnce(t *testing.T, c *testcluster.Cluster, ns string, want int
 	// A kill can fall while an eviction is on its way: kube-apiserver then
 	// answers 504 at once and its handler may still evict the pod. Such a
 	// pod, gone with no accepted eviction, was evicted by that request.
-	timedOut, err := c.TimedOutEvictions(bg(), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
 	evicted := len(accepted)
 	for pod, at := range timedOut {
 		if _, ok := accepted[pod]; !ok {
