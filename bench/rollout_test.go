@@ -50,31 +50,35 @@ func cpuSpent(before, after map[string]float64) string {
 // p7Controllers are the operator's controllers whose passes P7 reports.
 var p7Controllers = []string{"nodemaintenancerollout", "nodemaintenance"}
 
-// passesOf reads how many passes each of p7Controllers has run and how
-// long they took in all; nil when the metrics cannot be read.
-func passesOf(t testing.TB) map[string][2]float64 {
-	out := map[string][2]float64{}
+// passCount is how many passes a controller has run, and the seconds they
+// took in all.
+type passCount struct{ passes, seconds float64 }
+
+// passesOf reads the passCount of each of p7Controllers; nil when the
+// metrics cannot be read.
+func passesOf(t testing.TB) map[string]passCount {
+	out := map[string]passCount{}
 	for _, name := range p7Controllers {
 		n, s, err := op.reconciles(name)
 		if err != nil {
 			t.Logf("the passes of controller %s: %v", name, err)
 			return nil
 		}
-		out[name] = [2]float64{n, s}
+		out[name] = passCount{n, s}
 	}
 	return out
 }
 
 // passesSince says how many passes each controller ran since before, and
 // how long they took on average.
-func passesSince(t testing.TB, before map[string][2]float64) string {
+func passesSince(t testing.TB, before map[string]passCount) string {
 	after := passesOf(t)
 	if before == nil || after == nil {
 		return "passes: not read"
 	}
 	parts := make([]string, 0, len(p7Controllers))
 	for _, name := range p7Controllers {
-		n, s := after[name][0]-before[name][0], after[name][1]-before[name][1]
+		n, s := after[name].passes-before[name].passes, after[name].seconds-before[name].seconds
 		avg := 0.0
 		if n > 0 {
 			avg = s / n
