@@ -197,15 +197,20 @@ func podNames(pods []corev1.Pod) []string {
 // for an hour, as another component taking the node would.
 func stealLease(t *testing.T, c *testcluster.Cluster, node string) {
 	t.Helper()
-	l, err := getLease(c, node)
+	// The operator renews the lease meanwhile; a theft that loses to a renewal
+	// reads the lease again and tries once more.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := getLease(c, node)
+		if err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity = ptr.To("thief")
+		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+		return c.Client.Update(bg(), l)
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	l.Spec.HolderIdentity = ptr.To("thief")
-	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
-	if err := c.Client.Update(bg(), l); err != nil {
-		t.Fatal(err)
+		t.Fatalf("take the lease of node %s: %v", node, err)
 	}
 }
 
