@@ -124,7 +124,7 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var opT, kubectlT, limitT []time.Duration
+	var opT, kubectlT, limitT, admissionT []time.Duration
 	var spans []span // both sides', for BENCH_TRACE
 	for i := range runs {
 		eachRun(b, fmt.Sprintf("%s/run%d", name, i), func(t testing.TB) {
@@ -133,6 +133,7 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 			sides := []func(){
 				func() {
 					opT = append(opT, operatorDrain(t, c, w, nodes[:1]))
+					admissionT = append(admissionT, lastAdmission)
 					spans = append(spans, lastDrain)
 				},
 				func() {
@@ -160,7 +161,7 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 	if tracing {
 		writeTrace(b, c, strings.ToLower(name)+"-trace.txt", spans...)
 	}
-	kube, limit, opS := Seconds(kubectlT), Seconds(limitT), Seconds(opT)
+	kube, limit, opS, admission := Seconds(kubectlT), Seconds(limitT), Seconds(opT), Seconds(admissionT)
 	// P1 against the limit loop: #31's target (1.3×, a median of BENCH_RUNS=9).
 	target := map[string][2]float64{"P1": {0.25, 1.3}, "P2": {0.2, 1.10}}[name]
 	record(
@@ -168,6 +169,8 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 		Row{Scenario: name, Side: limitSide, Sample: limit},
 		Row{Scenario: name, Side: opSide, Sample: opS, Ratio: opS.Median() / kube.Median(), Of: kubectlSide, Max: target[0]},
 		Row{Scenario: name, Side: opSide, Sample: opS, Ratio: opS.Median() / limit.Median(), Of: limitSide, Max: target[1]},
+		Row{Scenario: name, Side: opSide + ", of it the create's return (admission webhook and store)", Sample: admission,
+			Ratio: admission.Median() / opS.Median(), Of: "the operator's time"},
 	)
 	b.ReportMetric(opS.Median(), "operator-s")
 	b.ReportMetric(kube.Median(), "kubectl-s")

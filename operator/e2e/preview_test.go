@@ -194,7 +194,9 @@ func TestDrainPreviewCapacity(t *testing.T) {
 
 	// The webhook's bounds: the API server's count of nodes or pods beyond
 	// them leaves the estimate out, and says so; the rest of the preview
-	// stays.
+	// stays. The counts come out the same read consistently and from the
+	// API server's watch cache (as the webhook reads them), where a list of
+	// one item must still be one item and say how many are left.
 	for _, tt := range []struct {
 		bounds live.Bounds
 		why    string
@@ -203,6 +205,10 @@ func TestDrainPreviewCapacity(t *testing.T) {
 		{live.Bounds{Nodes: 1000, Pods: 2}, "the cluster has more than 2 pods"},
 		{live.Bounds{Nodes: 1000, Pods: 1}, "the cluster has more than 1 pods"},
 		{live.Bounds{Nodes: 1000, Pods: 100000}, ""},
+		{live.Bounds{Nodes: 2, FromWatchCache: true}, "the cluster has more than 2 nodes"},
+		{live.Bounds{Nodes: 1000, Pods: 2, FromWatchCache: true}, "the cluster has more than 2 pods"},
+		{live.Bounds{Nodes: 1000, Pods: 1, FromWatchCache: true}, "the cluster has more than 1 pods"},
+		{live.Bounds{Nodes: 1000, Pods: 100000, FromWatchCache: true}, ""},
 	} {
 		p, err := live.PreviewWithin(bg(), c.Client, node, nil, time.Now(), tt.bounds)
 		if err != nil {

@@ -33,13 +33,16 @@ var ErrNodeNotFound = errors.New("node not found")
 // instead of the lists of every node and pod. Zero is no bound.
 type Bounds struct {
 	Nodes, Pods int64
-	// FromWatchCache reads the full lists from the API server's watch cache
-	// (resourceVersion 0), which answers at once, instead of consistently:
-	// a consistent list of a kind with no recent writes waits for the cache
-	// to catch up with etcd, about 100 ms each on kube-apiserver 1.37 (make
-	// bench's BENCH_TRACE shows it). The counts that bound the lists stay
-	// consistent (the watch cache ignores a limit). For the webhook, whose
-	// preview is advice: the cache is at most moments behind.
+	// FromWatchCache reads the lists and the counts that bound them from the
+	// API server's watch cache, which answers at once, instead of
+	// consistently: a consistent list waits for the cache to catch up with
+	// etcd, up to about 100 ms on kube-apiserver 1.37 whenever something
+	// else was written since the kind's last change (make bench's
+	// BENCH_TRACE shows it). The full lists ask for resourceVersion 0
+	// (AnyVersion), the counts for any version not older than the first
+	// (cacheCount), for which the cache keeps the limit of one item. For
+	// the webhook, whose preview is advice: the cache is at most moments
+	// behind.
 	FromWatchCache bool
 }
 
@@ -56,6 +59,22 @@ func (anyVersion) ApplyToList(o *client.ListOptions) {
 		o.Raw = &metav1.ListOptions{}
 	}
 	o.Raw.ResourceVersion = "0"
+}
+
+// cacheCount is the list option of a count (a list of one item) from the
+// watch cache: any version not older than the first, which the cache has,
+// so it answers at once with what it holds. Unlike resourceVersion 0, which
+// makes the cache ignore the limit and send every item, this keeps the
+// limit, and the answer's remainingItemCount says how many more there are.
+var cacheCount client.ListOption = notOlderThanFirst{}
+
+type notOlderThanFirst struct{}
+
+func (notOlderThanFirst) ApplyToList(o *client.ListOptions) {
+	if o.Raw == nil {
+		o.Raw = &metav1.ListOptions{}
+	}
+	o.Raw.ResourceVersion, o.Raw.ResourceVersionMatch = "1", metav1.ResourceVersionMatchNotOlderThan
 }
 
 // Preview reads the node, the pods of the cluster, the nodes, the
@@ -157,7 +176,7 @@ func (rd reader) sizeUp(ctx context.Context, known Known) (drain.PreviewInput, e
 		smallNodes = rd.b.Nodes == 0 || int64(len(known.Nodes)) <= rd.b.Nodes
 	} else {
 		g.Go(func() (err error) {
-			if smallNodes, err = within(gctx, rd.r, &corev1.NodeList{}, rd.b.Nodes); err != nil {
+			if smallNodes, err = rd.within(gctx, &corev1.NodeList{}, rd.b.Nodes); err != nil {
 				return fmt.Errorf("count nodes: %w", err)
 			}
 			return nil
@@ -165,7 +184,7 @@ func (rd reader) sizeUp(ctx context.Context, known Known) (drain.PreviewInput, e
 	}
 	if known.Nodes == nil || smallNodes { // too many nodes known: no need to count the pods
 		g.Go(func() (err error) {
-			if smallPods, err = within(gctx, rd.r, &corev1.PodList{}, rd.b.Pods); err != nil {
+			if smallPods, err = rd.within(gctx, &corev1.PodList{}, rd.b.Pods); err != nil {
 				return fmt.Errorf("count pods: %w", err)
 			}
 			return nil
@@ -289,7 +308,7 @@ func (rd reader) readCluster(ctx context.Context, g *errgroup.Group, a *around, 
 func (rd reader) readNamespacePods(ctx context.Context, g *errgroup.Group, a *around) {
 	for i, ns := range a.namespaces {
 		g.Go(func() error {
-			small, err := within(ctx, rd.r, &corev1.PodList{}, rd.b.Pods, client.InNamespace(ns))
+			small, err := rd.within(ctx, &corev1.PodList{}, rd.b.Pods, client.InNamespace(ns))
 			if err != nil {
 				return fmt.Errorf("count the pods of namespace %s: %w", ns, err)
 			}
@@ -309,12 +328,16 @@ func (rd reader) readNamespacePods(ctx context.Context, g *errgroup.Group, a *ar
 
 // within reports whether the API server holds at most max objects of the
 // list's kind, from a list of one: the rest is its remainingItemCount. Zero
-// is no bound.
-func within(ctx context.Context, r client.Reader, list client.ObjectList, max int64, opts ...client.ListOption) (bool, error) {
+// is no bound. The count is consistent, or from the watch cache when the
+// bounds say so (cacheCount).
+func (rd reader) within(ctx context.Context, list client.ObjectList, max int64, opts ...client.ListOption) (bool, error) {
 	if max == 0 {
 		return true, nil
 	}
-	if err := r.List(ctx, list, append(opts, client.Limit(1))...); err != nil {
+	if rd.b.FromWatchCache {
+		opts = append(opts, cacheCount)
+	}
+	if err := rd.r.List(ctx, list, append(opts, client.Limit(1))...); err != nil {
 		return false, err
 	}
 	if list.GetContinue() == "" {
