@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,11 +117,35 @@ func formatTrace(events []testcluster.AuditEvent, s span) string {
 		if r.Name != "" {
 			object += " " + r.Name
 		}
+		object += readVersion(e.RequestURI)
 		fmt.Fprintf(&b, "%s %s  %-24s %-7s %-40s %d\n", ms(e.RequestReceivedTimestamp.Sub(s.start)), ms(e.StageTimestamp.Sub(e.RequestReceivedTimestamp)), program(e.UserAgent), e.Verb, object, e.ResponseStatus.Code)
 	}
 	b.WriteString(milestones(in, s))
 	b.WriteString(requestTotals(in))
 	return b.String()
+}
+
+// readVersion is what a read's query asks of the API server's watch cache,
+// for the trace: " rv=0" (whatever the cache holds), " rv=1 NotOlderThan",
+// " limit=1" (a count), "" (a consistent read of everything, or not a
+// read).
+func readVersion(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return ""
+	}
+	q := u.Query()
+	var out string
+	if rv := q.Get("resourceVersion"); rv != "" && q.Get("watch") == "" {
+		out += " rv=" + rv
+		if m := q.Get("resourceVersionMatch"); m != "" {
+			out += " " + m
+		}
+	}
+	if l := q.Get("limit"); l != "" {
+		out += " limit=" + l
+	}
+	return out
 }
 
 // requestTotals sums the requests of events by client, verb and resource
@@ -254,5 +279,19 @@ func appendResult(t testing.TB, name, text string) {
 	}
 	if err != nil {
 		t.Logf("%s not written: %v", name, err)
+	}
+}
+
+func TestReadVersionNamesHowAListReads(t *testing.T) {
+	for uri, want := range map[string]string{
+		"/api/v1/pods?limit=1": " limit=1",
+		"/api/v1/pods?limit=1&resourceVersion=1&resourceVersionMatch=NotOlderThan": " rv=1 NotOlderThan limit=1",
+		"/api/v1/pods?fieldSelector=spec.nodeName%3Dn1&resourceVersion=0":          " rv=0",
+		"/api/v1/pods?watch=true&resourceVersion=266":                              "",
+		"/api/v1/nodes/n1": "",
+	} {
+		if got := readVersion(uri); got != want {
+			t.Errorf("readVersion(%q) = %q, want %q", uri, got, want)
+		}
 	}
 }

@@ -67,9 +67,12 @@ rules:
 // AuditEvent is one entry of the API server's audit log, the fields tests
 // read.
 type AuditEvent struct {
-	Verb      string `json:"verb"`
-	UserAgent string `json:"userAgent"`
-	User      struct {
+	Verb string `json:"verb"`
+	// RequestURI is the request's path and query (a list's limit and
+	// resourceVersion say whether it was a consistent read).
+	RequestURI string `json:"requestURI"`
+	UserAgent  string `json:"userAgent"`
+	User       struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ObjectRef struct {
