@@ -37,6 +37,12 @@ const (
 	p7ProfileSeconds = 30
 )
 
+// p7TraceNodes is the largest rollout whose every request BENCH_TRACE lists
+// (p7-trace.txt), in the order the API server received them: how one node's
+// maintenance goes from the rollout's start to its child's restore, to the
+// millisecond. A larger one gets only the totals (p7-requests.txt).
+const p7TraceNodes = 40
+
 // cpuSpent says how many CPU seconds each process of cpuProcesses used
 // between two readings of cpuByProcess.
 func cpuSpent(before, after map[string]float64) string {
@@ -181,6 +187,9 @@ func (p *p7) rollout(t testing.TB, c *testcluster.Cluster, w client.WithWatch, n
 	}
 	if tracing {
 		writeRequestTotals(t, c, "p7-requests.txt", fmt.Sprintf("rollout of %d nodes × %d pods, %.0f operator requests", len(nodes), p7Pods, after-before), lastDrain)
+		if len(nodes) <= p7TraceNodes {
+			writeTrace(t, c, "p7-trace.txt", lastDrain)
+		}
 	}
 	summary := fmt.Sprintf("rollout of %d nodes: %s, %.0f operator API requests, peak RSS %.1f MB\n  %s\n  %s\n%s",
 		len(nodes), d.Round(time.Millisecond), after-before, peak, spent, passes, rowTimes(done, wave))

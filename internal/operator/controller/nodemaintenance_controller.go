@@ -59,6 +59,7 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodewrites"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
 )
 
@@ -155,8 +156,12 @@ type NodeMaintenanceReconciler struct {
 	Client client.Client
 	// APIReader reads from the API server, for retries after a conflict.
 	APIReader client.Reader
-	Recorder  events.EventRecorder
-	Leases    *lease.Manager
+	// Recent is this process's recent writes of nodes, which the reads of
+	// nodes from the cache see (nodewrites); shared with the rollout
+	// controller. Nil reads the cache as it is.
+	Recent   *nodewrites.Recent
+	Recorder events.EventRecorder
+	Leases   *lease.Manager
 	// Admissions, when set, is the webhook's admission ledger: a finalized
 	// NodeMaintenance leaves it, so its node is free for the next create at
 	// once.

@@ -47,7 +47,7 @@ func (r *NodeMaintenanceReconciler) markDrained(ctx context.Context, s *scope) (
 // returned, so that the drain never waits for a report of itself.
 func (r *NodeMaintenanceReconciler) markNode(ctx context.Context, s *scope, stage nodestate.Stage) {
 	want := nodestate.MaintenanceConditions(s.nm.Name, stage)
-	_, err := nodeconditions.Patch(ctx, r.Client, r.APIReader, s.nm.Spec.NodeName, func(n *corev1.Node) []nodestate.ConditionEdit {
+	_, err := nodeconditions.Patch(ctx, r.Client, r.APIReader, r.Recent, s.nm.Spec.NodeName, func(n *corev1.Node) []nodestate.ConditionEdit {
 		return nodestate.SetConditions(n.Status.Conditions, want, s.prior.MayWrite, r.now())
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -61,7 +61,7 @@ func (r *NodeMaintenanceReconciler) markNode(ctx context.Context, s *scope, stag
 // error: the record must outlive the operator's conditions, or they would
 // stay on the node for good.
 func (r *NodeMaintenanceReconciler) restoreConditions(ctx context.Context, nodeName string, prior nodestate.Prior) error {
-	_, err := nodeconditions.Patch(ctx, r.Client, r.APIReader, nodeName, func(n *corev1.Node) []nodestate.ConditionEdit {
+	_, err := nodeconditions.Patch(ctx, r.Client, r.APIReader, r.Recent, nodeName, func(n *corev1.Node) []nodestate.ConditionEdit {
 		return nodestate.RestoreConditions(n.Status.Conditions, prior)
 	})
 	return err

@@ -66,7 +66,7 @@ func (r *NodeMaintenanceReconciler) readRecord(ctx context.Context, s *scope) (c
 // readNode reads the node; one that does not exist fails the maintenance.
 func (r *NodeMaintenanceReconciler) readNode(ctx context.Context, s *scope) (ctrl.Result, error) {
 	s.node = &corev1.Node{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: s.nm.Spec.NodeName}, s.node); err != nil {
+	if err := r.Recent.Get(ctx, r.Client, s.nm.Spec.NodeName, s.node); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("read node %s: %w", s.nm.Spec.NodeName, err)
 		}

@@ -128,11 +128,11 @@ func (r *NodeMaintenanceReconciler) restoreNode(ctx context.Context, nm *nmv1bet
 // resourceVersion: taints are a list, and a concurrent change to it must make
 // us re-read and retry rather than overwrite someone else's taint.
 func (r *NodeMaintenanceReconciler) patchNode(ctx context.Context, name string, change func(*corev1.Node) bool) error {
-	var reader client.Reader = r.Client
+	read := func(node *corev1.Node) error { return r.Recent.Get(ctx, r.Client, name, node) }
 	var lastErr error
 	for range patchAttempts {
 		node := &corev1.Node{}
-		if err := reader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		if err := read(node); err != nil {
 			return err
 		}
 		orig := node.DeepCopy()
@@ -140,11 +140,16 @@ func (r *NodeMaintenanceReconciler) patchNode(ctx context.Context, name string, 
 			return nil
 		}
 		lastErr = r.Client.Patch(ctx, node, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-		if lastErr == nil || !apierrors.IsConflict(lastErr) {
+		if lastErr == nil {
+			r.Recent.Wrote(orig.ResourceVersion, node)
 			break
 		}
-		// The cache was behind; read the live node.
-		reader = r.APIReader
+		if !apierrors.IsConflict(lastErr) {
+			break
+		}
+		// Someone wrote in between, or the cache was behind a write not
+		// this process's; read the live node.
+		read = func(node *corev1.Node) error { return r.APIReader.Get(ctx, client.ObjectKey{Name: name}, node) }
 	}
 	if lastErr != nil {
 		return fmt.Errorf("patch node %s: %w", name, lastErr)

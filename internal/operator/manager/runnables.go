@@ -24,6 +24,7 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodeguard"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodepods"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodewrites"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/rollout"
 	nmwebhook "github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
@@ -46,10 +47,14 @@ func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Opt
 	if err := nodeguard.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("index the cached nodes by whether they take pods: %w", err)
 	}
-	if err := addReconciler(ctx, mgr, cfg, o, sender, admissions); err != nil {
+	// Both controllers write nodes (the NodeMaintenances' cordons and
+	// conditions, the rollouts' MaintenancePlanned), often one right after
+	// the other: each reads the nodes as both last wrote them.
+	recent := &nodewrites.Recent{}
+	if err := addReconciler(ctx, mgr, cfg, o, sender, admissions, recent); err != nil {
 		return err
 	}
-	if err := addRolloutReconciler(mgr, o, sender); err != nil {
+	if err := addRolloutReconciler(mgr, o, sender, recent); err != nil {
 		return err
 	}
 	validating, err := addValidator(mgr, admissions, refuseBeyond, o.Controller.AllowForceDrain, certsReady)
@@ -64,7 +69,7 @@ func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Opt
 
 // addReconciler adds the NodeMaintenance controller. sender, a Runnable of
 // the leader as the controllers that send, takes its events to --notify-url.
-func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, sender *notify.Sender, admissions *ledger.Ledger) error {
+func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, sender *notify.Sender, admissions *ledger.Ledger, recent *nodewrites.Recent) error {
 	clientset, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -78,6 +83,7 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 	reconciler := &controller.NodeMaintenanceReconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
+		Recent:     recent,
 		Recorder:   mgr.GetEventRecorder("node-maintenance"),
 		Leases:     &lease.Manager{Client: mgr.GetClient(), Reader: mgr.GetClient(), Duration: o.LeaseDuration},
 		Admissions: admissions,
@@ -96,10 +102,11 @@ func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Op
 // addRolloutReconciler adds the NodeMaintenanceRollout controller, on the
 // leader as every controller: it creates and deletes the NodeMaintenances of
 // its nodes, which the NodeMaintenance controller maintains.
-func addRolloutReconciler(mgr ctrl.Manager, o Options, sender *notify.Sender) error {
+func addRolloutReconciler(mgr ctrl.Manager, o Options, sender *notify.Sender, recent *nodewrites.Recent) error {
 	reconciler := &rollout.RolloutReconciler{
 		Client:             mgr.GetClient(),
 		APIReader:          mgr.GetAPIReader(),
+		Recent:             recent,
 		Scheme:             mgr.GetScheme(),
 		Recorder:           mgr.GetEventRecorder("node-maintenance-rollout"),
 		SkipNameValidation: o.Controller.SkipNameValidation,
@@ -121,7 +128,7 @@ func addRolloutReconciler(mgr ctrl.Manager, o Options, sender *notify.Sender) er
 // it returns is closed once both are registered.
 func addValidator(mgr ctrl.Manager, admissions *ledger.Ledger, maxUnavailable *intstr.IntOrString, allowForceDrain bool, certsReady <-chan struct{}) (<-chan struct{}, error) {
 	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(), Writer: mgr.GetClient(), Ledger: admissions, MaxUnavailable: maxUnavailable, AllowForceDrain: allowForceDrain, PreviewDrain: true}
-	rollouts := &nmwebhook.RolloutValidator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), AllowForceDrain: allowForceDrain}
+	rollouts := &nmwebhook.RolloutValidator{Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(), Writer: mgr.GetClient(), AllowForceDrain: allowForceDrain}
 	registered := make(chan struct{})
 	return registered, mgr.Add(everyReplica(func(ctx context.Context) error {
 		select {

@@ -15,39 +15,45 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodewrites"
 )
 
 // attempts bounds the re-reads of a node whose patch lost a race.
 const attempts = 5
 
-// Patch reads node name (through c, from the cache, then live through
-// live after a conflict), asks edit what to change, and patches the node's
-// status with exactly those conditions (nodestate.ConditionsPatch): a
-// strategic merge patch keyed on the condition type, so the kubelet's
-// conditions and everyone else's are never rewritten, guarded by the
-// resourceVersion read. It reports whether it patched; a node that does not
-// exist is an error apierrors.IsNotFound recognises.
-func Patch(ctx context.Context, c client.Client, live client.Reader, name string, edit func(*corev1.Node) []nodestate.ConditionEdit) (bool, error) {
-	var reader client.Reader = c
+// Patch reads node name (through c, from the cache as the operator's recent
+// writes left it, then live through live after a conflict), asks edit what
+// to change, and patches the node's status with exactly those conditions
+// (nodestate.ConditionsPatch): a strategic merge patch keyed on the
+// condition type, so the kubelet's conditions and everyone else's are never
+// rewritten, guarded by the resourceVersion read. The node it writes goes
+// into recent. It reports whether it patched; a node that does not exist is
+// an error apierrors.IsNotFound recognises.
+func Patch(ctx context.Context, c client.Client, live client.Reader, recent *nodewrites.Recent, name string, edit func(*corev1.Node) []nodestate.ConditionEdit) (bool, error) {
+	read := func(node *corev1.Node) error { return recent.Get(ctx, c, name, node) }
 	var lastErr error
 	for range attempts {
 		node := &corev1.Node{}
-		if err := reader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		if err := read(node); err != nil {
 			return false, err
 		}
 		edits := edit(node)
 		if len(edits) == 0 {
 			return false, nil
 		}
-		patch := client.RawPatch(types.StrategicMergePatchType, nodestate.ConditionsPatch(node.ResourceVersion, edits))
+		replaced := node.ResourceVersion
+		patch := client.RawPatch(types.StrategicMergePatchType, nodestate.ConditionsPatch(replaced, edits))
 		lastErr = c.Status().Patch(ctx, node, patch)
 		if lastErr == nil {
+			recent.Wrote(replaced, node)
 			return true, nil
 		}
 		if !apierrors.IsConflict(lastErr) {
 			break
 		}
-		reader = live // the cache was behind, or someone wrote in between
+		// Someone wrote in between (or the cache was behind a write not
+		// this process's): read the node live.
+		read = func(node *corev1.Node) error { return live.Get(ctx, client.ObjectKey{Name: name}, node) }
 	}
 	return false, fmt.Errorf("write the lifecycle conditions of node %s: %w", name, lastErr)
 }

@@ -139,6 +139,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodewrites"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/notify"
 )
 
@@ -162,8 +163,12 @@ type RolloutReconciler struct {
 	// behind what this controller last wrote (read), so that every decision
 	// is taken from the status last written, never from a stale cache.
 	APIReader client.Reader
-	Scheme    *runtime.Scheme
-	Recorder  events.EventRecorder
+	// Recent is this process's recent writes of nodes (nodewrites), shared
+	// with the NodeMaintenance controller: the MaintenancePlanned patches
+	// read the nodes as those writes left them. Nil reads the cache as it is.
+	Recent   *nodewrites.Recent
+	Scheme   *runtime.Scheme
+	Recorder events.EventRecorder
 	// SkipNameValidation allows several managers in one process (tests that
 	// restart the operator in-process).
 	SkipNameValidation bool

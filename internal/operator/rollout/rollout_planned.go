@@ -75,7 +75,7 @@ func (r *RolloutReconciler) unmarkPlanned(ctx context.Context, s *scope) error {
 func (r *RolloutReconciler) setPlanned(ctx context.Context, ro *nmv1alpha1.NodeMaintenanceRollout, row nmv1alpha1.RolloutNode, on bool) error {
 	ours := func(c corev1.NodeCondition) bool { return strings.HasPrefix(c.Message, plannedBy(ro.Name)) }
 	types := []corev1.NodeConditionType{corev1.NodeMaintenancePlanned}
-	_, err := nodeconditions.Patch(ctx, r.Client, r.APIReader, row.Name, func(n *corev1.Node) []nodestate.ConditionEdit {
+	_, err := nodeconditions.Patch(ctx, r.Client, r.APIReader, r.Recent, row.Name, func(n *corev1.Node) []nodestate.ConditionEdit {
 		if on {
 			return nodestate.SetConditions(n.Status.Conditions, []corev1.NodeCondition{planned(ro, row.Wave)}, ours, r.now())
 		}

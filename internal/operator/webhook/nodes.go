@@ -25,16 +25,22 @@ import (
 // server off the path of every create, before the decision and the preview.
 func (v *Validator) node(ctx context.Context, name string) (*corev1.Node, error) {
 	node := &corev1.Node{}
-	if v.Cache != nil {
-		err := v.Cache.Get(ctx, client.ObjectKey{Name: name}, node)
+	return node, readNode(ctx, v.Cache, v.Reader, name, node)
+}
+
+// readNode reads node name from cache (when not nil), and live when the
+// cache does not have it.
+func readNode(ctx context.Context, cache, live client.Reader, name string, node *corev1.Node) error {
+	if cache != nil {
+		err := cache.Get(ctx, client.ObjectKey{Name: name}, node)
 		if err == nil {
-			return node, nil
+			return nil
 		}
 		if !apierrors.IsNotFound(err) {
 			logf.FromContext(ctx).Info("cannot read the node from the cache; reading it live", "node", name, "error", err.Error())
 		}
 	}
-	return node, v.Reader.Get(ctx, client.ObjectKey{Name: name}, node)
+	return live.Get(ctx, client.ObjectKey{Name: name}, node)
 }
 
 // checkNodeGuards refuses a control-plane node and the last schedulable node

@@ -37,6 +37,10 @@ const RolloutPath = "/validate-nodemaintenance-io-v1alpha1-nodemaintenancerollou
 type RolloutValidator struct {
 	// Reader reads the nodes live from the API server.
 	Reader client.Reader
+	// Cache, when set, is the manager's node cache: the nodes of
+	// spec.nodeNames are read there first, live only when it does not
+	// have them.
+	Cache client.Reader
 	// Writer creates the SubjectAccessReviews of the step's permission.
 	Writer client.Writer
 	// AllowForceDrain admits spec.drain.onTimeout Force
@@ -112,9 +116,12 @@ func (v *RolloutValidator) checkNodeSet(ctx context.Context, s *nmv1alpha1.NodeM
 		return v.checkSelectorMatches(ctx, s.NodeSelector)
 	}
 	var errs []error
-	// One GET per name: a rollout names a few nodes, a cluster may have thousands.
+	// Each name from the node cache, live only when the cache does not have
+	// it (a node that joined moments ago): a rollout may name hundreds of
+	// nodes, and a GET each, one after the other, would hold the create for
+	// as many round trips. A refusal rests on the live read.
 	for i, name := range s.NodeNames {
-		err := v.Reader.Get(ctx, client.ObjectKey{Name: name}, &corev1.Node{})
+		err := readNode(ctx, v.Cache, v.Reader, name, &corev1.Node{})
 		switch {
 		case apierrors.IsNotFound(err):
 			errs = append(errs, fmt.Errorf("spec.nodeNames[%d]: node %q does not exist: list existing nodes only (see kubectl get nodes)", i, name))
