@@ -15,12 +15,19 @@ import (
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain/live"
 )
 
-// The workloads of the recovery gate are read live, one get each, only for
-// a node that starts (its pods, and the ReplicaSets of the pods to evict)
-// and for a restored node under recoveryGate Workloads: no cache, no watch
-// of every Deployment, ReplicaSet and StatefulSet of the cluster.
+// anyVersion is a get from the API server's watch cache as it is
+// (resourceVersion 0), live.AnyVersion's counterpart for a get.
+var anyVersion = &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}
+
+// The workloads of the recovery gate are read from the API server, one get
+// each, only for a node that starts (its pods, and the ReplicaSets of the
+// pods to evict: evictedWorkloads) and for a restored node under
+// recoveryGate Workloads (consistently: available again means now): no
+// informer cache, no watch of every Deployment, ReplicaSet and StatefulSet
+// of the cluster.
 //
 // +kubebuilder:rbac:groups=apps,resources=deployments;replicasets;statefulsets,verbs=get
 
@@ -73,17 +80,26 @@ func (r *RolloutReconciler) recordWorkloads(ctx context.Context, s *scope) (ctrl
 	return ctrl.Result{}, err
 }
 
-// evictedWorkloads reads the node's pods live and names the workloads a
-// drain under the rollout's spec.drain would evict pods of.
+// evictedWorkloads reads the node's pods and names the workloads a drain
+// under the rollout's spec.drain would evict pods of.
+//
+// The pods and their ReplicaSets are read from the API server's watch cache
+// as it is (resourceVersion 0), not consistently: a consistent read waits
+// for the cache to catch up with etcd, tens of milliseconds on a busy API
+// server, and this read holds the node's start (the row's workloads are
+// written before its NodeMaintenance is created). It loses nothing a
+// consistent read would keep: either is a snapshot taken before the cordon,
+// and a pod bound in the milliseconds the cache is behind is no different
+// from one bound between the read and the cordon, which neither sees.
 func (r *RolloutReconciler) evictedWorkloads(ctx context.Context, s *scope, node string) ([]string, error) {
 	pods := &corev1.PodList{}
-	if err := r.APIReader.List(ctx, pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
+	if err := r.APIReader.List(ctx, pods, client.MatchingFields{"spec.nodeName": node}, live.AnyVersion); err != nil {
 		return nil, fmt.Errorf("list the pods of node %s for rollout %s (the workloads its recovery waits for): %w", node, s.ro.Name, err)
 	}
 	rules := drain.Rules{Policy: s.ro.Spec.Drain, Node: s.obs[node].node, CordonedAt: s.now, Now: s.now}
 	getRS := func(ctx context.Context, key client.ObjectKey) (*appsv1.ReplicaSet, error) {
 		rs := &appsv1.ReplicaSet{}
-		if err := r.APIReader.Get(ctx, key, rs); err != nil {
+		if err := r.APIReader.Get(ctx, key, rs, anyVersion); err != nil {
 			return nil, client.IgnoreNotFound(err)
 		}
 		return rs, nil
