@@ -215,11 +215,16 @@ func (r *NodeMaintenanceReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := r.Client.Get(ctx, req.NamespacedName, nm); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Pods.Release(req.Name)
-			r.releaseAdmission(ctx, "", req.Name)
-			// One deleted before it had a finalizer is never finalized.
+			if !r.releasedHere(req.Name) {
+				// One deleted before it had a finalizer is never finalized.
+				r.releaseAdmission(ctx, "", req.Name)
+			}
 			r.forgetName(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.wasFinalizedHere(nm) {
+		return ctrl.Result{}, nil // the cache is behind the finalizer's removal
 	}
 	nm = r.newest(nm)
 	if !drains(nm) {

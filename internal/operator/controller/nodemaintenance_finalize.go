@@ -42,7 +42,7 @@ func (r *NodeMaintenanceReconciler) releaseTakenLease(ctx context.Context, s *sc
 
 // leaveLedger forgets the maintenance's admission (releaseAdmission).
 func (r *NodeMaintenanceReconciler) leaveLedger(ctx context.Context, s *scope) (ctrl.Result, error) {
-	r.releaseAdmission(ctx, s.nm.Spec.NodeName, s.nm.Name)
+	s.released = r.releaseAdmission(ctx, s.nm.Spec.NodeName, s.nm.Name)
 	return ctrl.Result{}, nil
 }
 
@@ -58,7 +58,7 @@ func (r *NodeMaintenanceReconciler) removeFinalizer(ctx context.Context, s *scop
 		// A maintenance that waited in the queue never had a node to give back.
 		r.notifyMaintenance(s.nm, notify.MaintenanceRestored, nil)
 	}
-	r.forget(s.nm)
+	r.finalizedHere(s.nm, s.released)
 	return ctrl.Result{}, nil
 }
 
@@ -68,13 +68,16 @@ func (r *NodeMaintenanceReconciler) removeFinalizer(ctx context.Context, s *scop
 // again when its object is gone: one deleted before the operator added the
 // finalizer is never finalized, and its entry would otherwise hold the node
 // (and a slot of --max-unavailable) until ledger.TTL.
-func (r *NodeMaintenanceReconciler) releaseAdmission(ctx context.Context, node, name string) {
+// It reports whether the entry is released (or there was none).
+func (r *NodeMaintenanceReconciler) releaseAdmission(ctx context.Context, node, name string) bool {
 	if r.Admissions == nil {
-		return
+		return true
 	}
 	if err := r.Admissions.Release(ctx, node, name); err != nil {
 		// Not worth holding anything for: the entry expires on its own.
 		log.FromContext(ctx).Info("cannot release the admission ledger entry; it expires after "+ledger.TTL.String(),
 			"nodeMaintenance", name, "node", node, "error", err.Error())
+		return false
 	}
+	return true
 }

@@ -34,6 +34,8 @@ type scope struct {
 	// the lease; in a finalize pass, that prior is the record to restore
 	// from (adoptOnDelete). nodemaintenance_takeover.go says how.
 	adopting bool
+	// released: a finalize pass released the admission ledger's entry.
+	released bool
 	node     *corev1.Node
 	// progress is what earlier passes of this maintenance remember.
 	progress *progress

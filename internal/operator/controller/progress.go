@@ -31,6 +31,9 @@ type progress struct {
 	superseded map[string]bool
 	// notifiedBlockers are the blockers of the last blocked notification.
 	notifiedBlockers []string
+	// finalized: this process removed the finalizer (finalizedHere), and
+	// released tells that it released the admission ledger's entry then.
+	finalized, released bool
 }
 
 func (r *NodeMaintenanceReconciler) progressOf(nm *nmv1beta1.NodeMaintenance) *progress {
@@ -89,6 +92,46 @@ func (r *NodeMaintenanceReconciler) forget(nm *nmv1beta1.NodeMaintenance) {
 	r.queueMu.Lock()
 	delete(r.granted, nm.UID)
 	r.queueMu.Unlock()
+}
+
+// finalizedHere forgets what nm's passes remembered, but for the fact that
+// this process finalized it (and released its admission, if released), until
+// its object is gone (forgetName). A pass of nm that starts in between reads
+// a cache that has not seen the finalizer's removal: it ends at once
+// (wasFinalizedHere) instead of restoring again, and losing its writes to
+// the object's deletion; and the pass of the object's deletion does not read
+// the ledger live for an entry that is known to be released.
+func (r *NodeMaintenanceReconciler) finalizedHere(nm *nmv1beta1.NodeMaintenance, released bool) {
+	r.mu.Lock()
+	if r.state == nil {
+		r.state = map[types.UID]*progress{}
+	}
+	r.state[nm.UID] = &progress{name: nm.Name, finalized: true, released: released}
+	r.mu.Unlock()
+	r.queueMu.Lock()
+	delete(r.granted, nm.UID)
+	r.queueMu.Unlock()
+}
+
+// wasFinalizedHere reports whether this process finalized nm (finalizedHere).
+func (r *NodeMaintenanceReconciler) wasFinalizedHere(nm *nmv1beta1.NodeMaintenance) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.state[nm.UID]
+	return ok && p.finalized
+}
+
+// releasedHere reports whether this process released the admission of the
+// NodeMaintenance name when it finalized it.
+func (r *NodeMaintenanceReconciler) releasedHere(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.state {
+		if p.name == name && p.finalized && p.released {
+			return true
+		}
+	}
+	return false
 }
 
 // forgetName forgets every NodeMaintenance named name that this process

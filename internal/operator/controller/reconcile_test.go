@@ -623,3 +623,74 @@ func TestReconcileRecordWriteOfADeletedMaintenanceReleasesTheLease(t *testing.T)
 	}
 	assertInMaintenance(t, e.node(), false)
 }
+
+// Once a pass has finalized a maintenance, a pass that reads it from a
+// cache that has not seen the finalizer's removal writes nothing (it would
+// restore again, and lose its writes to the deletion), and the pass of the
+// object's deletion does not read the admission ledger live for the entry
+// the finalize released.
+func TestReconcileAfterItsFinalizeLeavesAStaleCopyAndTheLedgerAlone(t *testing.T) {
+	var stale *nmv1beta1.NodeMaintenance
+	writes, ledgerReads := 0, 0
+	e := newReconcileEnv(t, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if nm, ok := obj.(*nmv1beta1.NodeMaintenance); ok && stale != nil {
+				stale.DeepCopyInto(nm)
+				stale = nil
+				return nil
+			}
+			if _, ok := obj.(*coordinationv1.Lease); ok && key.Name == ledger.LedgerName {
+				ledgerReads++
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			writes++
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			writes++
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}, testObjects()...)
+	e.r.Admissions = &ledger.Ledger{Reader: e.c, Writer: e.c}
+	ctx := context.Background()
+	s, err := e.r.Admissions.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Entries[testNode] = ledger.Entry{Name: testNM, At: e.now}
+	if err := e.r.Admissions.Write(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile()
+	e.reconcile()
+	e.delete()
+	deleting := e.maintenance()
+	e.reconcile()
+	if !e.gone() {
+		t.Fatal("the NodeMaintenance is still there after its finalize pass")
+	}
+	assertInMaintenance(t, e.node(), false)
+
+	writes, ledgerReads = 0, 0
+	stale = deleting // the cache still shows it deleting, with its finalizer
+	e.reconcile()
+	if writes != 0 {
+		t.Errorf("%d writes by the pass that read the finalized maintenance from a stale cache, want none", writes)
+	}
+	e.reconcile() // the object is gone
+	if ledgerReads != 0 {
+		t.Errorf("%d live reads of the admission ledger after the finalize released the entry, want none", ledgerReads)
+	}
+	got, err := e.r.Admissions.ReadLive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, held := got.Entries[testNode]; held {
+		t.Errorf("ledger after the finalize: %v, want %s's entry released", got.Entries, testNM)
+	}
+	if e.r.releasedHere(testNM) || len(e.r.state) != 0 {
+		t.Errorf("the reconciler still remembers the gone maintenance: %d entries", len(e.r.state))
+	}
+}

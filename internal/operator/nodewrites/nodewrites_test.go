@@ -95,7 +95,6 @@ func TestWritesAreForgotten(t *testing.T) {
 	}
 }
 
-
 // A nil Recent reads the cache as it is and remembers nothing.
 func TestNilRecentReadsTheCache(t *testing.T) {
 	var r *Recent
