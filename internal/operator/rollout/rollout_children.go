@@ -6,9 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -96,13 +99,55 @@ func (r *RolloutReconciler) ensureChild(ctx context.Context, s *scope, row nmv1a
 }
 
 // deleteObject deletes a child or Job of the rollout, if it is still there.
+// One this process deleted moments ago is not deleted again: the pass
+// after the one that deleted it (its own status write wakes it) often reads
+// a cache that has not seen the deletion yet.
 func (r *RolloutReconciler) deleteObject(ctx context.Context, obj client.Object) error {
-	if obj == nil || !obj.GetDeletionTimestamp().IsZero() {
+	if obj == nil || !obj.GetDeletionTimestamp().IsZero() || r.deleted.recently(obj.GetUID(), r.now()) {
 		return nil
 	}
 	err := r.Client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
 	}
+	r.deleted.add(obj.GetUID(), r.now())
 	return nil
+}
+
+// deletedRecently is how long a deletion this process made is trusted to be
+// on its way while the cache does not show it.
+const deletedRecently = 30 * time.Second
+
+// deletions are the objects this process deleted in the last
+// deletedRecently, by UID.
+type deletions struct {
+	mu sync.Mutex
+	at map[types.UID]time.Time
+}
+
+// recently reports whether uid was deleted within deletedRecently of now.
+func (d *deletions) recently(uid types.UID, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	at, ok := d.at[uid]
+	return ok && now.Sub(at) < deletedRecently
+}
+
+// add remembers that uid was deleted at now, and forgets the deletions
+// older than deletedRecently.
+func (d *deletions) add(uid types.UID, now time.Time) {
+	if uid == "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.at == nil {
+		d.at = map[types.UID]time.Time{}
+	}
+	for u, at := range d.at {
+		if now.Sub(at) >= deletedRecently {
+			delete(d.at, u)
+		}
+	}
+	d.at[uid] = now
 }

@@ -184,6 +184,9 @@ type RolloutReconciler struct {
 	// known maps each rollout to the resourceVersion this controller last
 	// read live or wrote (read).
 	known sync.Map
+	// deleted are the children and Jobs this controller deleted moments
+	// ago (deleteObject).
+	deleted deletions
 }
 
 // The rollout is read live (get) and from the cache (list, watch, for the
