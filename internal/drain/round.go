@@ -67,6 +67,29 @@ func pendingAfter(plan Plan, results []EvictionResult) []corev1.Pod {
 // Done reports whether no pod has to leave the node any more.
 func (r Round) Done() bool { return len(r.Pending) == 0 }
 
+// Evicting reports whether the round leaves pods to evict: a pod of the
+// plan to evict (or to evict last) that no call of this round evicted or
+// found gone, and that evicted (the caller's memory of evictions an earlier
+// round made moments ago, which the plan's pods may not show yet; nil is
+// none) does not report. A round whose every eviction was accepted leaves
+// only pods on their way out, which the drain waits for.
+func (r Round) Evicting(evicted func(*corev1.Pod) bool) bool {
+	done := map[types.NamespacedName]bool{}
+	for _, res := range r.Results {
+		if res.Outcome == Evicted || res.Outcome == Gone {
+			done[res.Pod] = true
+		}
+	}
+	for _, pods := range [][]corev1.Pod{r.Plan.ToEvict, r.Plan.Last} {
+		for i := range pods {
+			if !done[types.NamespacedName{Namespace: pods[i].Namespace, Name: pods[i].Name}] && (evicted == nil || !evicted(&pods[i])) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Count is the number of eviction calls with outcome o.
 func (r Round) Count(o Outcome) int {
 	n := 0

@@ -24,6 +24,39 @@ func TestPendingAfterDropsGonePods(t *testing.T) {
 	}
 }
 
+// A round leaves pods to evict until every pod to evict (and, after them,
+// every pod to evict last) was evicted or found gone by its calls, or is one
+// the caller evicted moments ago.
+func TestRoundEvicting(t *testing.T) {
+	a, b, op := pod("a"), pod("b"), pod("operator")
+	res := func(name string, o Outcome) EvictionResult {
+		return EvictionResult{Pod: types.NamespacedName{Namespace: "ns", Name: name}, Outcome: o}
+	}
+	earlier := func(p *corev1.Pod) bool { return p.Name == "b" }
+	for _, tc := range []struct {
+		name    string
+		plan    Plan
+		results []EvictionResult
+		evicted func(*corev1.Pod) bool
+		want    bool
+	}{
+		{"every eviction accepted", Plan{ToEvict: []corev1.Pod{a, b}}, []EvictionResult{res("a", Evicted), res("b", Gone)}, nil, false},
+		{"one refused by a budget", Plan{ToEvict: []corev1.Pod{a, b}}, []EvictionResult{res("a", Evicted), res("b", Blocked)}, nil, true},
+		{"one failed", Plan{ToEvict: []corev1.Pod{a, b}}, []EvictionResult{res("a", Evicted), res("b", Failed)}, nil, true},
+		{"one not called", Plan{ToEvict: []corev1.Pod{a, b}}, []EvictionResult{res("a", Evicted)}, nil, true},
+		{"one evicted by an earlier round moments ago", Plan{ToEvict: []corev1.Pod{a, b}}, []EvictionResult{res("a", Evicted)}, earlier, false},
+		{"pods to evict last are left", Plan{ToEvict: []corev1.Pod{a}, Last: []corev1.Pod{op}}, []EvictionResult{res("a", Evicted)}, nil, true},
+		{"the last pod evicted", Plan{Last: []corev1.Pod{op}}, []EvictionResult{res("operator", Evicted)}, nil, false},
+		{"only terminating pods", Plan{Terminating: []corev1.Pod{a}}, nil, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := NewRound(tc.plan, tc.results).Evicting(tc.evicted); got != tc.want {
+				t.Errorf("Evicting() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestSummarizeBoundsLastError(t *testing.T) {
 	var problems []string
 	for i := 0; i < 5; i++ {

@@ -57,7 +57,11 @@ func setDrainConditions(s *scope, round drain.Round, now time.Time) {
 		// Keep saying so while the deleted pods terminate.
 	case round.Refused():
 		setCondition(s, nmv1beta1.ConditionDrained, false, nmv1beta1.ReasonBlockedByPDB, round.Message(), now)
-	case len(round.Plan.ToEvict) == 0 && len(round.Plan.Last) == 0:
+	case !round.Evicting(s.progress.evictedRecently(now)):
+		// Every pod to evict is evicted (this round's calls accepted): a
+		// drain is WaitingForPods from the round that evicted its last pod,
+		// not from the pass after it, so that a drain whose pods go fast
+		// writes its status twice (started, drained), not three times.
 		msg := fmt.Sprintf("waiting for %d pods to terminate or complete", len(round.Pending))
 		if why := round.Message(); why != "" {
 			msg += ": " + why // pods only someone else can remove (spec.drain.deleteEmptyDirData false)

@@ -154,12 +154,22 @@ func (r *NodeMaintenanceReconciler) forgetName(name string) {
 	r.queueMu.Unlock()
 }
 
+// evictedRecently reports the pods this process evicted moments ago (the
+// ones notEvictedYet drops), for drain.Round.Evicting.
+func (p *progress) evictedRecently(now time.Time) func(*corev1.Pod) bool {
+	return func(pod *corev1.Pod) bool {
+		at, ok := p.evicted[pod.UID]
+		return ok && now.Sub(at) < evictedRecently
+	}
+}
+
 // notEvictedYet drops pods this process evicted moments ago whose
 // deletionTimestamp the cache has not shown yet, so no pod is evicted twice.
 func (p *progress) notEvictedYet(pods []corev1.Pod, now time.Time) []corev1.Pod {
 	out := pods[:0:0]
+	recent := p.evictedRecently(now)
 	for _, pod := range pods {
-		if at, ok := p.evicted[pod.UID]; ok && now.Sub(at) < evictedRecently {
+		if recent(&pod) {
 			continue
 		}
 		out = append(out, pod)

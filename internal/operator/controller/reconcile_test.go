@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -692,5 +693,46 @@ func TestReconcileAfterItsFinalizeLeavesAStaleCopyAndTheLedgerAlone(t *testing.T
 	}
 	if e.r.releasedHere(testNM) || len(e.r.state) != 0 {
 		t.Errorf("the reconciler still remembers the gone maintenance: %d entries", len(e.r.state))
+	}
+}
+
+// A drain whose evictions were all accepted says WaitingForPods from the
+// pass that evicted them: the pass after it, which sees the pods
+// terminating, changes only counts and writes nothing, so a drain whose
+// pods go fast writes its status twice (started, drained), not three times.
+func TestReconcileWaitsForPodsFromTheRoundThatEvictedThem(t *testing.T) {
+	statusWrites := 0
+	objs := testObjects()
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			p.Finalizers = []string{"test/terminating"} // evicted, it stays terminating until the test lets it go
+		}
+	}
+	e := newReconcileEnv(t, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			statusWrites++
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}, objs...)
+	e.reconcile()
+	c := meta.FindStatusCondition(e.maintenance().Status.Conditions, nmv1beta1.ConditionDrained)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != nmv1beta1.ReasonWaiting {
+		t.Fatalf("Drained after the pass that evicted every pod: %+v, want False %s", c, nmv1beta1.ReasonWaiting)
+	}
+	pod := &corev1.Pod{}
+	if err := e.c.Get(context.Background(), types.NamespacedName{Namespace: "shop", Name: "web-1"}, pod); err != nil || pod.DeletionTimestamp == nil {
+		t.Fatalf("the evicted pod: %v, deleting %v; want it terminating", err, pod.DeletionTimestamp)
+	}
+	e.reconcile() // the pod terminating
+	pod.Finalizers = nil
+	if err := e.c.Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile() // the pod gone
+	if nm := e.maintenance(); nm.Status.Phase != nmv1beta1.MaintenanceSucceeded {
+		t.Fatalf("phase %s, want Succeeded", nm.Status.Phase)
+	}
+	if statusWrites != 2 {
+		t.Errorf("%d status writes, want 2: the drain started (waiting for its pods), and drained", statusWrites)
 	}
 }
