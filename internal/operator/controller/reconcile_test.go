@@ -147,6 +147,23 @@ func (e *reconcileEnv) gone() bool {
 	return apierrors.IsNotFound(err)
 }
 
+// admit gives the reconciler an admission ledger holding entries (node →
+// NodeMaintenance), as the webhook would have written them.
+func (e *reconcileEnv) admit(entries map[string]string) {
+	e.t.Helper()
+	e.r.Admissions = &ledger.Ledger{Reader: e.c, Writer: e.c}
+	s, err := e.r.Admissions.Read(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for node, name := range entries {
+		s.Entries[node] = ledger.Entry{Name: name, At: e.now}
+	}
+	if err := e.r.Admissions.Write(context.Background(), s); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func (e *reconcileEnv) events() string {
 	var out []string
 	for {
@@ -413,16 +430,7 @@ func TestReconcileBlockedDrainBacksOff(t *testing.T) {
 // node is free for the next create at once; another node's entry stays.
 func TestReconcileFinalizeReleasesAdmission(t *testing.T) {
 	e := newReconcileEnv(t, interceptor.Funcs{}, testObjects()...)
-	e.r.Admissions = &ledger.Ledger{Reader: e.c, Writer: e.c}
-	snap, err := e.r.Admissions.Read(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap.Entries[testNode] = ledger.Entry{Name: testNM, At: e.now}
-	snap.Entries["node02"] = ledger.Entry{Name: "other", At: e.now}
-	if err := e.r.Admissions.Write(context.Background(), snap); err != nil {
-		t.Fatal(err)
-	}
+	e.admit(map[string]string{testNode: testNM, "node02": "other"})
 	e.reconcile()
 	e.reconcile()
 	e.delete()
@@ -490,17 +498,8 @@ func readyNode(name string) *corev1.Node {
 // webhook does not count its node as in maintenance until the entry's TTL.
 func TestReconcileOfAGoneMaintenanceReleasesItsAdmission(t *testing.T) {
 	e := newReconcileEnv(t, interceptor.Funcs{}, readyNode(testNode))
-	e.r.Admissions = &ledger.Ledger{Reader: e.c, Writer: e.c}
+	e.admit(map[string]string{testNode: testNM, "node02": "maintain-node02"})
 	ctx := context.Background()
-	s, err := e.r.Admissions.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Entries[testNode] = ledger.Entry{Name: testNM, At: e.now}
-	s.Entries["node02"] = ledger.Entry{Name: "maintain-node02", At: e.now}
-	if err := e.r.Admissions.Write(ctx, s); err != nil {
-		t.Fatal(err)
-	}
 	e.reconcile() // testNM does not exist
 	got, err := e.r.Admissions.Read(ctx)
 	if err != nil {
@@ -511,6 +510,18 @@ func TestReconcileOfAGoneMaintenanceReleasesItsAdmission(t *testing.T) {
 	}
 }
 
+// servedStale puts *stale into obj, once, when obj is a NodeMaintenance and
+// the test set *stale: a read from a cache behind the latest writes.
+func servedStale(stale **nmv1beta1.NodeMaintenance, obj client.Object) bool {
+	nm, ok := obj.(*nmv1beta1.NodeMaintenance)
+	if !ok || *stale == nil {
+		return false
+	}
+	(*stale).DeepCopyInto(nm)
+	*stale = nil
+	return true
+}
+
 // A pass that reads the object as it was before the previous pass's writes
 // (a cache that has not caught up) works on its own latest write instead,
 // and so does not lose its status write to a conflict.
@@ -519,9 +530,7 @@ func TestReconcileReadsItsOwnWrites(t *testing.T) {
 	conflicts := 0
 	e := newReconcileEnv(t, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if nm, ok := obj.(*nmv1beta1.NodeMaintenance); ok && stale != nil {
-				stale.DeepCopyInto(nm)
-				stale = nil
+			if servedStale(&stale, obj) {
 				return nil
 			}
 			return c.Get(ctx, key, obj, opts...)
@@ -635,9 +644,7 @@ func TestReconcileAfterItsFinalizeLeavesAStaleCopyAndTheLedgerAlone(t *testing.T
 	writes, ledgerReads := 0, 0
 	e := newReconcileEnv(t, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if nm, ok := obj.(*nmv1beta1.NodeMaintenance); ok && stale != nil {
-				stale.DeepCopyInto(nm)
-				stale = nil
+			if servedStale(&stale, obj) {
 				return nil
 			}
 			if _, ok := obj.(*coordinationv1.Lease); ok && key.Name == ledger.LedgerName {
@@ -654,16 +661,8 @@ func TestReconcileAfterItsFinalizeLeavesAStaleCopyAndTheLedgerAlone(t *testing.T
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	}, testObjects()...)
-	e.r.Admissions = &ledger.Ledger{Reader: e.c, Writer: e.c}
+	e.admit(map[string]string{testNode: testNM})
 	ctx := context.Background()
-	s, err := e.r.Admissions.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Entries[testNode] = ledger.Entry{Name: testNM, At: e.now}
-	if err := e.r.Admissions.Write(ctx, s); err != nil {
-		t.Fatal(err)
-	}
 	e.reconcile()
 	e.reconcile()
 	e.delete()
