@@ -223,6 +223,7 @@ func (r *NodeMaintenanceReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.forgetEarlier(nm)
 	if r.wasFinalizedHere(nm) {
 		return ctrl.Result{}, nil // the cache is behind the finalizer's removal
 	}

@@ -121,6 +121,23 @@ func (r *NodeMaintenanceReconciler) wasFinalizedHere(nm *nmv1beta1.NodeMaintenan
 	return ok && p.finalized
 }
 
+// forgetEarlier forgets the finalized objects named as nm that are not nm:
+// an object of that name was created again after one this process
+// finalized, and the earlier one's gone event came in with its creation.
+// Without it, releasedHere would answer for the new object. (One created and
+// deleted again before any pass saw it still meets the earlier one's
+// answer: its admission is not released, and its ledger entry lapses after
+// ledger.TTL.)
+func (r *NodeMaintenanceReconciler) forgetEarlier(nm *nmv1beta1.NodeMaintenance) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid, p := range r.state {
+		if p.finalized && p.name == nm.Name && uid != nm.UID {
+			delete(r.state, uid)
+		}
+	}
+}
+
 // releasedHere reports whether this process released the admission of the
 // NodeMaintenance name when it finalized it.
 func (r *NodeMaintenanceReconciler) releasedHere(name string) bool {

@@ -121,3 +121,26 @@ func TestReconcileWaitsForPodsFromTheRoundThatEvictedThem(t *testing.T) {
 		t.Errorf("%d status writes, want 2: the drain started (waiting for its pods), and drained", statusWrites)
 	}
 }
+
+// An object created again under the name of one this process finalized is
+// not taken for it: the deletion's pass of the new one releases its
+// admission (forgetEarlier).
+func TestReconcileForgetsAFinalizedObjectWhenItsNameComesBack(t *testing.T) {
+	e := newReconcileEnv(t, interceptor.Funcs{}, testObjects()...)
+	e.admit(map[string]string{testNode: testNM})
+	e.reconcile()
+	e.reconcile()
+	e.delete()
+	e.reconcile()
+	if !e.gone() || !e.r.releasedHere(testNM) {
+		t.Fatalf("the first object: gone %v, released here %v; want both", e.gone(), e.r.releasedHere(testNM))
+	}
+	again := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: testNM, UID: "uid-2"}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: testNode, Reason: "again"}}
+	if err := e.c.Create(context.Background(), again); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile()
+	if e.r.releasedHere(testNM) {
+		t.Error("the new object of the same name is taken for the finalized one: its admission would not be released")
+	}
+}
