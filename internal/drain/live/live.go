@@ -46,17 +46,29 @@ type Bounds struct {
 	FromWatchCache bool
 }
 
-// AnyVersion is a list option that reads from the API server's watch cache
-// (resourceVersion 0): the list is answered at once, as of moments ago,
+// AnyVersion is a list or get option that reads from the API server's watch
+// cache (resourceVersion 0): the answer comes at once, as of moments ago,
 // without waiting for the cache to catch up with etcd. The API server
-// ignores a limit with it.
-var AnyVersion client.ListOption = anyVersion{}
+// ignores a list's limit with it.
+var AnyVersion = anyVersion{}
 
 type anyVersion struct{}
+
+var (
+	_ client.ListOption = anyVersion{}
+	_ client.GetOption  = anyVersion{}
+)
 
 func (anyVersion) ApplyToList(o *client.ListOptions) {
 	if o.Raw == nil {
 		o.Raw = &metav1.ListOptions{}
+	}
+	o.Raw.ResourceVersion = "0"
+}
+
+func (anyVersion) ApplyToGet(o *client.GetOptions) {
+	if o.Raw == nil {
+		o.Raw = &metav1.GetOptions{}
 	}
 	o.Raw.ResourceVersion = "0"
 }

@@ -67,3 +67,18 @@ func TestWithinCountsFromTheWatchCacheWhenAsked(t *testing.T) {
 		}
 	}
 }
+
+// AnyVersion asks for resourceVersion 0 on a list and on a get alike, and
+// keeps the other options it is given with.
+func TestAnyVersionOnListsAndGets(t *testing.T) {
+	list := &client.ListOptions{}
+	list.ApplyOptions([]client.ListOption{client.Limit(5), AnyVersion})
+	if list.Raw == nil || list.Raw.ResourceVersion != "0" || list.Limit != 5 {
+		t.Errorf("list options %+v, raw %+v: want resourceVersion 0 and the limit kept", list, list.Raw)
+	}
+	get := &client.GetOptions{}
+	get.ApplyOptions([]client.GetOption{AnyVersion})
+	if get.Raw == nil || get.Raw.ResourceVersion != "0" {
+		t.Errorf("get options raw %+v: want resourceVersion 0", get.Raw)
+	}
+}

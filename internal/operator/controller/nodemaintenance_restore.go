@@ -128,31 +128,15 @@ func (r *NodeMaintenanceReconciler) restoreNode(ctx context.Context, nm *nmv1bet
 // resourceVersion: taints are a list, and a concurrent change to it must make
 // us re-read and retry rather than overwrite someone else's taint.
 func (r *NodeMaintenanceReconciler) patchNode(ctx context.Context, name string, change func(*corev1.Node) bool) error {
-	read := func(node *corev1.Node) error { return r.Recent.Get(ctx, r.Client, name, node) }
-	var lastErr error
-	for range patchAttempts {
-		node := &corev1.Node{}
-		if err := read(node); err != nil {
-			return err
-		}
+	_, err := r.Recent.Write(ctx, r.Client, r.APIReader, name, patchAttempts, func(node *corev1.Node) (bool, error) {
 		orig := node.DeepCopy()
 		if !change(node) {
-			return nil
+			return false, nil
 		}
-		lastErr = r.Client.Patch(ctx, node, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-		if lastErr == nil {
-			r.Recent.Wrote(orig.ResourceVersion, node)
-			break
-		}
-		if !apierrors.IsConflict(lastErr) {
-			break
-		}
-		// Someone wrote in between, or the cache was behind a write not
-		// this process's; read the live node.
-		read = func(node *corev1.Node) error { return r.APIReader.Get(ctx, client.ObjectKey{Name: name}, node) }
-	}
-	if lastErr != nil {
-		return fmt.Errorf("patch node %s: %w", name, lastErr)
+		return true, r.Client.Patch(ctx, node, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
+		return fmt.Errorf("patch node %s: %w", name, err)
 	}
 	return nil
 }

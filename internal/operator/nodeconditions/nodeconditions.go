@@ -10,7 +10,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,7 +17,7 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodewrites"
 )
 
-// attempts bounds the re-reads of a node whose patch lost a race.
+// attempts bounds the tries of a patch that loses races (nodewrites.Write).
 const attempts = 5
 
 // Patch reads node name (through c, from the cache as the operator's recent
@@ -30,30 +29,16 @@ const attempts = 5
 // into recent. It reports whether it patched; a node that does not exist is
 // an error apierrors.IsNotFound recognises.
 func Patch(ctx context.Context, c client.Client, live client.Reader, recent *nodewrites.Recent, name string, edit func(*corev1.Node) []nodestate.ConditionEdit) (bool, error) {
-	read := func(node *corev1.Node) error { return recent.Get(ctx, c, name, node) }
-	var lastErr error
-	for range attempts {
-		node := &corev1.Node{}
-		if err := read(node); err != nil {
-			return false, err
-		}
+	wrote, err := recent.Write(ctx, c, live, name, attempts, func(node *corev1.Node) (bool, error) {
 		edits := edit(node)
 		if len(edits) == 0 {
 			return false, nil
 		}
-		replaced := node.ResourceVersion
-		patch := client.RawPatch(types.StrategicMergePatchType, nodestate.ConditionsPatch(replaced, edits))
-		lastErr = c.Status().Patch(ctx, node, patch)
-		if lastErr == nil {
-			recent.Wrote(replaced, node)
-			return true, nil
-		}
-		if !apierrors.IsConflict(lastErr) {
-			break
-		}
-		// Someone wrote in between (or the cache was behind a write not
-		// this process's): read the node live.
-		read = func(node *corev1.Node) error { return live.Get(ctx, client.ObjectKey{Name: name}, node) }
+		patch := client.RawPatch(types.StrategicMergePatchType, nodestate.ConditionsPatch(node.ResourceVersion, edits))
+		return true, c.Status().Patch(ctx, node, patch)
+	})
+	if err != nil {
+		return false, fmt.Errorf("write the lifecycle conditions of node %s: %w", name, err)
 	}
-	return false, fmt.Errorf("write the lifecycle conditions of node %s: %w", name, lastErr)
+	return wrote, nil
 }

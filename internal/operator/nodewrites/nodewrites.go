@@ -25,6 +25,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -86,6 +87,40 @@ func (r *Recent) Get(ctx context.Context, c client.Reader, name string, node *co
 		w.node.DeepCopyInto(node)
 	}
 	return nil
+}
+
+// Write is a guarded write of node name: it reads the node through cache as
+// the operator's recent writes left it (Get), and calls write with it. write
+// changes the node and sends the change guarded by the resourceVersion read
+// (a patch with that version, an update), leaving the node the API server
+// returned in its argument, and reports whether it wrote (false: nothing to
+// change). A write that lost a race (a conflict: someone else wrote since,
+// or the cache is behind a write this process did not make) is tried again
+// on the node read live through live, up to attempts times in all. What was
+// written is remembered (Wrote). It reports whether it wrote, and returns
+// the read's or the last write's error as it is.
+func (r *Recent) Write(ctx context.Context, cache, live client.Reader, name string, attempts int, write func(node *corev1.Node) (bool, error)) (bool, error) {
+	read := func(node *corev1.Node) error { return r.Get(ctx, cache, name, node) }
+	var err error
+	for range attempts {
+		node := &corev1.Node{}
+		if err = read(node); err != nil {
+			return false, err
+		}
+		replaced := node.ResourceVersion
+		var wrote bool
+		if wrote, err = write(node); err == nil {
+			if wrote {
+				r.Wrote(replaced, node)
+			}
+			return wrote, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return false, err
+		}
+		read = func(node *corev1.Node) error { return live.Get(ctx, client.ObjectKey{Name: name}, node) }
+	}
+	return false, err
 }
 
 // replacing is the write among writes that replaced version rv.

@@ -2,12 +2,15 @@ package nodewrites
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -101,5 +104,78 @@ func TestNilRecentReadsTheCache(t *testing.T) {
 	r.Wrote("1", node("n1", "2", true))
 	if n := get(t, r, cache{"n1": node("n1", "1", false)}, "n1"); n.ResourceVersion != "1" {
 		t.Errorf("version %s, want the cache's 1", n.ResourceVersion)
+	}
+}
+
+// store is a node API server of one node for Write: a guarded write of a
+// version other than its own conflicts, as the API server's does.
+type store struct {
+	node  *corev1.Node
+	reads int
+}
+
+func (s *store) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	s.reads++
+	s.node.DeepCopyInto(obj.(*corev1.Node))
+	return nil
+}
+
+func (s *store) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// cordon is a write that cordons n guarded by its version, on s.
+func (s *store) cordon(n *corev1.Node) (bool, error) {
+	if n.Spec.Unschedulable {
+		return false, nil
+	}
+	if n.ResourceVersion != s.node.ResourceVersion {
+		return false, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, n.Name, errors.New("the object has been modified"))
+	}
+	v, _ := strconv.Atoi(n.ResourceVersion)
+	n.Spec.Unschedulable = true
+	n.ResourceVersion = strconv.Itoa(v + 1)
+	s.node = n.DeepCopy()
+	return true, nil
+}
+
+// Write tries the node as the cache (and the recent writes) have it, and
+// after a conflict the node read live; it remembers what it wrote, so that
+// a read right after it from the same stale cache sees the write; and it
+// writes nothing when there is nothing to change.
+func TestWriteRetriesLiveAfterAConflictAndRemembers(t *testing.T) {
+	ctx := context.Background()
+	r := &Recent{}
+	live := &store{node: node("n1", "11", false)} // someone wrote 11 after the 10 the cache has
+	c := cache{"n1": node("n1", "10", false)}
+	tries := 0
+	wrote, err := r.Write(ctx, c, live, "n1", 3, func(n *corev1.Node) (bool, error) { tries++; return live.cordon(n) })
+	if err != nil || !wrote {
+		t.Fatalf("Write: wrote %v, error %v; want a write", wrote, err)
+	}
+	if tries != 2 || live.reads != 1 {
+		t.Errorf("%d tries and %d live reads, want 2 (the cache's version, then the live one) and 1", tries, live.reads)
+	}
+	if n := get(t, r, cache{"n1": node("n1", "11", false)}, "n1"); n.ResourceVersion != "12" || !n.Spec.Unschedulable {
+		t.Errorf("read after the write from a cache at 11: version %s unschedulable %v, want the write's (12, true)", n.ResourceVersion, n.Spec.Unschedulable)
+	}
+
+	// Nothing to change: no write, nothing remembered over version 12.
+	wrote, err = r.Write(ctx, cache{"n1": node("n1", "12", true)}, live, "n1", 3, live.cordon)
+	if err != nil || wrote {
+		t.Errorf("Write of a cordoned node: wrote %v, error %v; want neither", wrote, err)
+	}
+	if _, ok := replacing(r.writes["n1"], "12"); ok {
+		t.Error("a write that changed nothing was remembered")
+	}
+
+	// Conflicts every time: the last conflict after attempts tries.
+	live = &store{node: node("n2", "5", false)}
+	tries = 0
+	_, err = r.Write(ctx, cache{"n2": node("n2", "4", false)}, live, "n2", 3, func(n *corev1.Node) (bool, error) {
+		tries++
+		live.node.ResourceVersion += "0" // someone writes before each try
+		return live.cordon(n)
+	})
+	if !apierrors.IsConflict(err) || tries != 3 {
+		t.Errorf("Write against a node written before each try: %d tries, error %v; want 3 and a conflict", tries, err)
 	}
 }

@@ -18,10 +18,6 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain/live"
 )
 
-// anyVersion is a get from the API server's watch cache as it is
-// (resourceVersion 0), live.AnyVersion's counterpart for a get.
-var anyVersion = &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}
-
 // The workloads of the recovery gate are read from the API server, one get
 // each, only for a node that starts (its pods, and the ReplicaSets of the
 // pods to evict: evictedWorkloads) and for a restored node under
@@ -99,7 +95,7 @@ func (r *RolloutReconciler) evictedWorkloads(ctx context.Context, s *scope, node
 	rules := drain.Rules{Policy: s.ro.Spec.Drain, Node: s.obs[node].node, CordonedAt: s.now, Now: s.now}
 	getRS := func(ctx context.Context, key client.ObjectKey) (*appsv1.ReplicaSet, error) {
 		rs := &appsv1.ReplicaSet{}
-		if err := r.APIReader.Get(ctx, key, rs, anyVersion); err != nil {
+		if err := r.APIReader.Get(ctx, key, rs, live.AnyVersion); err != nil {
 			return nil, client.IgnoreNotFound(err)
 		}
 		return rs, nil
