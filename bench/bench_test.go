@@ -842,20 +842,42 @@ func limitDrainAll(t testing.TB, c *testcluster.Cluster, nodes []string) time.Du
 // client, whose rate limit hundreds of evictions at once do not reach.
 func limitDrainWith(t testing.TB, cs kubernetes.Interface, nodes []string) time.Duration {
 	t.Helper()
+	drainers := openLimitDrainers(t, cs, nodes)
+	start := time.Now()
+	runLimitDrainers(t, drainers)
+	lastLimit = span{start: start, end: time.Now(), side: limitSide}
+	return lastLimit.end.Sub(start)
+}
+
+// openLimitDrainers starts the limit loop's watches of each of nodes, 16
+// nodes at a time, and returns when all have synced; they are stopped when
+// t ends.
+func openLimitDrainers(t testing.TB, cs kubernetes.Interface, nodes []string) []*LimitDrainer {
+	t.Helper()
+	drainers := make([]*LimitDrainer, len(nodes))
+	t.Cleanup(func() {
+		for _, d := range drainers {
+			if d != nil {
+				d.Close()
+			}
+		}
+	})
+	parallel(t, 16, len(nodes), func(i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		d, err := NewLimitDrainer(ctx, cs, nodes[i])
+		drainers[i] = d
+		return err
+	})
+	return drainers
+}
+
+// runLimitDrainers drains the nodes of drainers at once and returns when
+// the last is empty.
+func runLimitDrainers(t testing.TB, drainers []*LimitDrainer) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	drainers := make([]*LimitDrainer, len(nodes))
-	for i, n := range nodes {
-		syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
-		d, err := NewLimitDrainer(syncCtx, cs, n)
-		cancelSync()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.Close()
-		drainers[i] = d
-	}
-	start := time.Now()
 	errs := make(chan error, len(drainers))
 	for _, d := range drainers {
 		go func() { errs <- d.Drain(ctx) }()
@@ -865,8 +887,6 @@ func limitDrainWith(t testing.TB, cs kubernetes.Interface, nodes []string) time.
 			t.Fatalf("limit loop: %v", err)
 		}
 	}
-	lastLimit = span{start: start, end: time.Now(), side: limitSide}
-	return lastLimit.end.Sub(start)
 }
 
 // lastLimit is when the latest limitDrainAll's clock started and stopped.
