@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -14,9 +15,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
 
@@ -338,13 +342,19 @@ func p8Maintenance(node string) *nmv1beta1.NodeMaintenance {
 // Succeeded (or five minutes); then creates p8Timed more, one at a time,
 // each of another populated node, and records the median and p99 of how
 // long each create took to return: the admission webhook and the store,
-// as a user's create sees them. It deletes them all afterwards.
+// as a user's create sees them. Beside each timed create it creates a
+// ConfigMap, also timed: an object no webhook admits, stored by the same
+// API server in the same moment, the floor under any create there. And it
+// reads the operator's own time in the webhook (controller-runtime's
+// webhook latency, its mean over the timed creates). It deletes them all
+// afterwards.
 func p8Admission(b *testing.B, c *testcluster.Cluster, pop *population, s *p8Step) {
 	// A small trial run (BENCH_P8_NODES=10,100) measures the same on fewer.
 	existing := min(p8Existing, len(pop.nodes)/2)
 	timed := min(p8Timed, len(pop.nodes)-existing)
 	defer p8DeleteMaintenances(b, c)
-	baseline := p8TimedCreates(b, c, pop.nodes[:min(p8Baseline, existing)])
+	ns := c.Namespace(b)
+	baseline, _ := p8TimedCreates(b, c, ns, pop.nodes[:min(p8Baseline, existing)])
 	parallel(b, 16, existing-len(baseline.Values), func(i int) error {
 		node := pop.nodes[len(baseline.Values)+i]
 		if err := c.Client.Create(context.Background(), p8Maintenance(node)); err != nil {
@@ -360,7 +370,9 @@ func p8Admission(b *testing.B, c *testcluster.Cluster, pop *population, s *p8Ste
 	} else {
 		close(profiled)
 	}
-	lat := p8TimedCreates(b, c, pop.nodes[existing:existing+timed])
+	inWebhook := webhookSeconds(b)
+	lat, floor := p8TimedCreates(b, c, ns, pop.nodes[existing:existing+timed])
+	inWebhook = webhookSeconds(b).since(inWebhook)
 	<-profiled
 	s.admissionP50, s.admissionP99 = lat.Percentile(50), lat.Percentile(99)
 	side := fmt.Sprintf("create's return, one at a time, while %d NodeMaintenances exist (%d of them Succeeded)", existing, s.succeeded)
@@ -372,22 +384,65 @@ func p8Admission(b *testing.B, c *testcluster.Cluster, pop *population, s *p8Ste
 			Ratio: lat.Median() / baseline.Median(), Of: "baseline"},
 		Row{Scenario: scenario, Side: fmt.Sprintf("%s: p99 of %d creates", side, timed),
 			Sample: Sample{Values: []float64{s.admissionP99}, Unit: "ms"}, Max: 50},
+		Row{Scenario: scenario, Side: fmt.Sprintf("a ConfigMap's create beside each of those (no webhook): median of %d", timed), Sample: floor},
+		Row{Scenario: scenario, Side: fmt.Sprintf("a ConfigMap's create beside each of those (no webhook): p99 of %d", timed),
+			Sample: Sample{Values: []float64{floor.Percentile(99)}, Unit: "ms"}},
+		Row{Scenario: scenario, Side: fmt.Sprintf("the operator's webhook, from request to response (its metrics): mean of %.0f calls", inWebhook.calls),
+			Sample: Sample{Values: []float64{inWebhook.mean()}, Unit: "ms"}},
 	)
 }
 
 // p8TimedCreates creates a NodeMaintenance of each node, one at a time, and
-// returns how long each create took to return.
-func p8TimedCreates(b *testing.B, c *testcluster.Cluster, nodes []string) Sample {
-	lat := Sample{Unit: "ms"}
-	for _, node := range nodes {
-		nm := p8Maintenance(node)
+// after each a ConfigMap in namespace ns, and returns how long each create
+// took to return: the NodeMaintenances', and the ConfigMaps'.
+func p8TimedCreates(b *testing.B, c *testcluster.Cluster, ns string, nodes []string) (maintenances, configMaps Sample) {
+	maintenances, configMaps = Sample{Unit: "ms"}, Sample{Unit: "ms"}
+	timed := func(obj client.Object) float64 {
 		start := time.Now()
-		if err := c.Client.Create(context.Background(), nm); err != nil {
-			b.Fatalf("create NodeMaintenance %s: %v", nm.Name, err)
+		if err := c.Client.Create(context.Background(), obj); err != nil {
+			b.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
 		}
-		lat.Values = append(lat.Values, float64(time.Since(start).Microseconds())/1000)
+		return float64(time.Since(start).Microseconds()) / 1000
 	}
-	return lat
+	for _, node := range nodes {
+		maintenances.Values = append(maintenances.Values, timed(p8Maintenance(node)))
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "floor-" + node}, Data: map[string]string{"node": node}}
+		configMaps.Values = append(configMaps.Values, timed(cm))
+	}
+	return maintenances, configMaps
+}
+
+// webhookTime is the operator's NodeMaintenance webhook's calls so far and
+// the seconds they took (controller-runtime's webhook latency histogram).
+type webhookTime struct{ calls, seconds float64 }
+
+func webhookSeconds(b *testing.B) webhookTime {
+	label := fmt.Sprintf(`webhook="%s"`, webhook.Path)
+	calls, err := op.metricWith("controller_runtime_webhook_latency_seconds_count", label)
+	if err == nil {
+		var seconds float64
+		seconds, err = op.metricWith("controller_runtime_webhook_latency_seconds_sum", label)
+		if err == nil {
+			return webhookTime{calls: calls, seconds: seconds}
+		}
+	}
+	if errors.Is(err, errNoMetric) {
+		return webhookTime{}
+	}
+	b.Fatalf("the operator's webhook latency: %v", err)
+	return webhookTime{}
+}
+
+func (w webhookTime) since(before webhookTime) webhookTime {
+	return webhookTime{calls: w.calls - before.calls, seconds: w.seconds - before.seconds}
+}
+
+// mean is the mean call in ms.
+func (w webhookTime) mean() float64 {
+	if w.calls == 0 {
+		return 0
+	}
+	return w.seconds / w.calls * 1000
 }
 
 // p8WaitSucceeded waits up to timeout until want of the admission
