@@ -125,15 +125,18 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 		b.Fatal(err)
 	}
 	var opT, kubectlT, limitT, admissionT []time.Duration
-	var spans []span // both sides', for BENCH_TRACE
+	var inWebhook []float64 // ms, the webhook's own time in each operator side's create
+	var spans []span        // both sides', for BENCH_TRACE
 	for i := range runs {
 		eachRun(b, fmt.Sprintf("%s/run%d", name, i), func(t testing.TB) {
 			ns := c.Namespace(t)
 			nodes := prepareNodes(t, c, ns, 3, pods, maxUnavailable)
 			sides := []func(){
 				func() {
+					before := webhookSeconds(t)
 					opT = append(opT, operatorDrain(t, c, w, nodes[:1]))
 					admissionT = append(admissionT, lastAdmission)
+					inWebhook = append(inWebhook, webhookSeconds(t).since(before).mean())
 					spans = append(spans, lastDrain)
 				},
 				func() {
@@ -171,6 +174,8 @@ func drainScenario(b *testing.B, name string, pods, maxUnavailable int) Sample {
 		Row{Scenario: name, Side: opSide, Sample: opS, Ratio: opS.Median() / limit.Median(), Of: limitSide, Max: target[1]},
 		Row{Scenario: name, Side: opSide + ", of it the create's return (admission webhook and store)", Sample: admission,
 			Ratio: admission.Median() / opS.Median(), Of: "the operator's time"},
+		Row{Scenario: name, Side: opSide + ", of the create's return the webhook's own time (request to response, its metrics)",
+			Sample: Sample{Values: inWebhook, Unit: "ms"}},
 	)
 	b.ReportMetric(opS.Median(), "operator-s")
 	b.ReportMetric(kube.Median(), "kubectl-s")

@@ -416,7 +416,7 @@ func p8TimedCreates(b *testing.B, c *testcluster.Cluster, ns string, nodes []str
 // the seconds they took (controller-runtime's webhook latency histogram).
 type webhookTime struct{ calls, seconds float64 }
 
-func webhookSeconds(b *testing.B) webhookTime {
+func webhookSeconds(t testing.TB) webhookTime {
 	label := fmt.Sprintf(`webhook="%s"`, webhook.Path)
 	calls, err := op.metricWith("controller_runtime_webhook_latency_seconds_count", label)
 	if err == nil {
@@ -429,7 +429,7 @@ func webhookSeconds(b *testing.B) webhookTime {
 	if errors.Is(err, errNoMetric) {
 		return webhookTime{}
 	}
-	b.Fatalf("the operator's webhook latency: %v", err)
+	t.Fatalf("the operator's webhook latency: %v", err)
 	return webhookTime{}
 }
 
