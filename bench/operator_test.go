@@ -176,14 +176,20 @@ func (o *operatorProcess) metric(name string) (float64, error) { return o.metric
 // the seconds they took in all (controller-runtime's histogram, which has
 // no sample before the first pass: none yet).
 func (o *operatorProcess) reconciles(controller string) (passes, seconds float64, err error) {
-	label := fmt.Sprintf(`controller="%s"`, controller)
-	if passes, err = o.metricWith("controller_runtime_reconcile_time_seconds_count", label); errors.Is(err, errNoMetric) {
+	return o.histogram("controller_runtime_reconcile_time_seconds", fmt.Sprintf(`controller="%s"`, controller))
+}
+
+// histogram is the count and the sum of the samples of one histogram of the
+// operator's Prometheus endpoint whose labels contain label; a histogram
+// with no sample yet (which the endpoint does not list) is 0 and 0.
+func (o *operatorProcess) histogram(name, label string) (count, sum float64, err error) {
+	if count, err = o.metricWith(name+"_count", label); errors.Is(err, errNoMetric) {
 		return 0, 0, nil
 	} else if err != nil {
 		return 0, 0, err
 	}
-	seconds, err = o.metricWith("controller_runtime_reconcile_time_seconds_sum", label)
-	return passes, seconds, err
+	sum, err = o.metricWith(name+"_sum", label)
+	return count, sum, err
 }
 
 // errNoMetric is metricWith's error for a metric the endpoint has no

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -417,20 +416,11 @@ func p8TimedCreates(b *testing.B, c *testcluster.Cluster, ns string, nodes []str
 type webhookTime struct{ calls, seconds float64 }
 
 func webhookSeconds(t testing.TB) webhookTime {
-	label := fmt.Sprintf(`webhook="%s"`, webhook.Path)
-	calls, err := op.metricWith("controller_runtime_webhook_latency_seconds_count", label)
-	if err == nil {
-		var seconds float64
-		seconds, err = op.metricWith("controller_runtime_webhook_latency_seconds_sum", label)
-		if err == nil {
-			return webhookTime{calls: calls, seconds: seconds}
-		}
+	calls, seconds, err := op.histogram("controller_runtime_webhook_latency_seconds", fmt.Sprintf(`webhook="%s"`, webhook.Path))
+	if err != nil {
+		t.Fatalf("the operator's webhook latency: %v", err)
 	}
-	if errors.Is(err, errNoMetric) {
-		return webhookTime{}
-	}
-	t.Fatalf("the operator's webhook latency: %v", err)
-	return webhookTime{}
+	return webhookTime{calls: calls, seconds: seconds}
 }
 
 func (w webhookTime) since(before webhookTime) webhookTime {
