@@ -527,3 +527,54 @@ func (c clientReadingFrom) Get(ctx context.Context, key client.ObjectKey, obj cl
 	}
 	return c.Client.Get(ctx, key, obj, opts...)
 }
+
+// After a status write the next pass waits PacePerNode per row: a pass
+// that comes sooner (the event of the write, a child's change) decides and
+// writes nothing and asks to come back when the wait is over; the pass
+// then takes what changed meanwhile in one write.
+func TestPassWaitsThePaceAfterAStatusWrite(t *testing.T) {
+	ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro", UID: "u1", Finalizers: []string{nmv1alpha1.RolloutFinalizer}},
+		Spec: nmv1alpha1.NodeMaintenanceRolloutSpec{NodeNames: []string{"n1", "n2", "n3"}}}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ro, readyNode("n1"), readyNode("n2"), readyNode("n3")).
+		WithStatusSubresource(ro, &nmv1beta1.NodeMaintenance{}).WithIndex(&corev1.Pod{}, "spec.nodeName", podNode).Build()
+	at := now
+	r := &RolloutReconciler{Client: c, APIReader: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100),
+		Now: func() time.Time { return at }, PacePerNode: 100 * time.Millisecond}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "ro"}}
+	pass := func() (ctrl.Result, *nmv1alpha1.NodeMaintenanceRollout) {
+		t.Helper()
+		res, err := r.Reconcile(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := &nmv1alpha1.NodeMaintenanceRollout{}
+		if err := c.Get(context.Background(), client.ObjectKey{Name: "ro"}, got); err != nil {
+			t.Fatal(err)
+		}
+		return res, got
+	}
+	if _, got := pass(); len(got.Status.Nodes) != 3 || got.Status.Nodes[0].State != nmv1alpha1.NodeDraining {
+		t.Fatalf("first pass: %+v, want n1 Draining", got.Status)
+	}
+	child := &nmv1beta1.NodeMaintenance{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "ro-n1"}, child); err != nil {
+		t.Fatal(err)
+	}
+	child.Status.Phase = nmv1beta1.MaintenanceSucceeded
+	if err := c.Status().Update(context.Background(), child); err != nil {
+		t.Fatal(err)
+	}
+	before := &nmv1alpha1.NodeMaintenanceRollout{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "ro"}, before); err != nil {
+		t.Fatal(err)
+	}
+	at = at.Add(100 * time.Millisecond)
+	res, got := pass()
+	if res.RequeueAfter != 200*time.Millisecond || got.ResourceVersion != before.ResourceVersion || got.Status.Nodes[0].State != nmv1alpha1.NodeDraining {
+		t.Errorf("a pass 100 ms after a write of 3 rows: requeue %v, status %+v; want 200 ms and nothing written", res.RequeueAfter, got.Status)
+	}
+	at = at.Add(200 * time.Millisecond)
+	if _, got := pass(); got.Status.Nodes[0].State == nmv1alpha1.NodeDraining || got.Status.Nodes[0].DrainedAt == nil {
+		t.Errorf("the pass after the wait: %+v, want n1 past Draining", got.Status.Nodes[0])
+	}
+}
