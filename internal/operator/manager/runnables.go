@@ -112,9 +112,8 @@ func addRolloutReconciler(mgr ctrl.Manager, o Options, sender *notify.Sender, re
 		SkipNameValidation: o.Controller.SkipNameValidation,
 		Notify:             sender,
 		// The cache holds the Secrets of the operator's namespace only.
-		Secrets:     mgr.GetClient(),
-		Namespace:   o.Namespace,
-		PacePerNode: rollout.DefaultPacePerNode,
+		Secrets:   mgr.GetClient(),
+		Namespace: o.Namespace,
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the NodeMaintenanceRollout controller: %w", err)

@@ -102,10 +102,6 @@
 //     the first series' labels; no trustworthy answer (unreachable, non-2xx,
 //     an error status, not Prometheus's JSON): reason PrometheusUnreachable
 //     with the error. Closed, it is asked again every 15 s (gateRetry).
-//   - The pace: after a status write, the rollout's next pass waits 1 ms per
-//     row of the status (at most 2 s; PacePerNode, pace), so that a large
-//     rollout takes what changed meanwhile in one write instead of writing
-//     all its rows once per change.
 //   - Succeeded: every row Done or Failed, and not halted.
 //   - Deletion: the finalizer deletes every child and Job and waits until the
 //     children are gone (their own finalizers restore the nodes).
@@ -184,9 +180,6 @@ type RolloutReconciler struct {
 	// the operator's own.
 	Secrets   client.Reader
 	Namespace string
-	// PacePerNode is how long, per row of its status, a rollout's next pass
-	// waits after a status write (pace); zero: no wait.
-	PacePerNode time.Duration
 
 	// known maps each rollout to the resourceVersion this controller last
 	// read live or wrote (read).
@@ -194,8 +187,6 @@ type RolloutReconciler struct {
 	// deleted are the children and Jobs this controller deleted moments
 	// ago (deleteObject).
 	deleted deletions
-	// nextPass maps each rollout to the time its next pass may run (pace).
-	nextPass sync.Map
 }
 
 // The rollout is read live (get) and from the cache (list, watch, for the
@@ -213,14 +204,10 @@ type RolloutReconciler struct {
 
 // Reconcile moves one rollout one bounded step forward.
 func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if wait := r.paceLeft(req.NamespacedName); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
 	ro, err := r.read(ctx, req.NamespacedName)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.known.Delete(req.NamespacedName)
-			r.nextPass.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

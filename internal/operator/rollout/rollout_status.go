@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
@@ -164,45 +162,8 @@ func (r *RolloutReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Res
 	if err := r.Client.Status().Update(ctx, s.ro); err != nil {
 		return writeFailed(s, fmt.Errorf("write the status of rollout %s: %w", s.ro.Name, err))
 	}
-	r.pace(s.ro, len(s.status.Nodes))
 	r.notifyWritten(s, &before)
 	return ctrl.Result{}, nil
-}
-
-// DefaultPacePerNode is the operator's PacePerNode: a rollout of 500 nodes
-// writes its status at most twice a second, one of 20 nodes every 20 ms.
-const DefaultPacePerNode = time.Millisecond
-
-// maxPace bounds the wait of a pass after a status write, whatever the
-// number of rows.
-const maxPace = 2 * time.Second
-
-// pace holds the next pass of rollout ro back for PacePerNode per row of the
-// status just written. The status holds a row per node, and each write of
-// it costs the API server (decoding, schema validation, managed fields, the
-// store) and every watcher in proportion to its rows. Without a pace a
-// rollout of 500 nodes, whose nodes change state ten times a second, wrote
-// its 500 rows ten times a second, each write setting off the next pass;
-// with it, what changed in the meantime is decided in one pass and written
-// in one write, and the cost of the writes per second stays about the same
-// for a rollout of any size. A pass held back decides and writes nothing:
-// a crash meanwhile loses nothing, and the next pass decides from the
-// status written, as any pass does.
-func (r *RolloutReconciler) pace(ro *nmv1alpha1.NodeMaintenanceRollout, rows int) {
-	if r.PacePerNode <= 0 {
-		return
-	}
-	wait := min(time.Duration(rows)*r.PacePerNode, maxPace)
-	r.nextPass.Store(types.NamespacedName{Name: ro.Name}, r.now().Add(wait))
-}
-
-// paceLeft is how long the pass of the rollout key must still wait (pace).
-func (r *RolloutReconciler) paceLeft(key types.NamespacedName) time.Duration {
-	next, ok := r.nextPass.Load(key)
-	if !ok {
-		return 0
-	}
-	return next.(time.Time).Sub(r.now())
 }
 
 // emitEvents records what this pass changed: nodes started, done or
