@@ -35,19 +35,27 @@ type PreviewInput struct {
 	Nodes []corev1.Node
 	// OtherPods are the pods bound to other nodes: they hold the room of
 	// those nodes and tell whether a workload has ready replicas elsewhere.
-	// Without a capacity estimate (NoCapacity), those of the pods'
-	// namespaces are enough.
+	// Without a capacity estimate (NoCapacity), those of the namespaces of
+	// OutageReads.PodsOf are enough.
 	OtherPods []corev1.Pod
 	// NoCapacity, when set, says why the capacity is not estimated (a
 	// reader bounded what it lists); Nodes and OtherPods are then partial.
 	NoCapacity string
 	// NoOutageCheck maps the namespaces whose other pods a bounded reader
-	// did not list to why: whether their workloads have ready replicas
-	// elsewhere is not checked.
+	// did not list, and that are not in ByStatus, to why: whether their
+	// workloads have ready replicas elsewhere is not checked.
 	NoOutageCheck map[string]string
 	// ReplicaSets of the pods' namespaces name the Deployment of a
 	// ReplicaSet's pod; without them the ReplicaSet is the workload.
 	ReplicaSets []appsv1.ReplicaSet
+	// ByStatus are the namespaces (OutageReads.StatusOf) whose other pods a
+	// bounded reader did not list: their workloads are checked against the
+	// ready replicas their controllers' status counts (the ReplicaSets',
+	// summed per Deployment, and StatefulSets'), which lags the pods by
+	// moments, instead of against OtherPods.
+	ByStatus []string
+	// StatefulSets are those of OutageReads.StatefulSets, for ByStatus.
+	StatefulSets []appsv1.StatefulSet
 	// Now is when the preview is made; it stands for the cordon.
 	Now time.Time
 }
@@ -129,7 +137,8 @@ type Preview struct {
 	// NoCapacity says why the capacity was not estimated; empty when it was.
 	NoCapacity string
 	// NoOutageCheck says, per namespace, why its workloads were not checked
-	// for replicas elsewhere (AllReplicasOnNode).
+	// for replicas elsewhere (AllReplicasOnNode): the input's, and a
+	// workload of a ByStatus namespace whose status was not read.
 	NoOutageCheck map[string]string
 }
 
@@ -161,8 +170,14 @@ func NewPreview(in PreviewInput) (Preview, error) {
 	running := slices.DeleteFunc(slices.Clone(evicted), func(pod corev1.Pod) bool { return finished(&pod) })
 	p.Risks = append(p.Risks, budgetRisks(running, in.Budgets)...)
 	checked := slices.DeleteFunc(slices.Clone(running), func(pod corev1.Pod) bool { return in.NoOutageCheck[pod.Namespace] != "" })
-	p.Risks = append(p.Risks, outageRisks(in.Node.Name, checked, in.OtherPods, in.ReplicaSets)...)
+	outages, unchecked := outageRisks(in, checked)
+	p.Risks = append(p.Risks, outages...)
 	p.NoOutageCheck = in.NoOutageCheck
+	if len(unchecked) > 0 { // a new map: in's is the caller's
+		p.NoOutageCheck = map[string]string{}
+		maps.Copy(p.NoOutageCheck, in.NoOutageCheck)
+		maps.Copy(p.NoOutageCheck, unchecked)
+	}
 	p.Risks = append(p.Risks, podRisks(running)...)
 	if len(plan.LocalData) > 0 {
 		p.Risks = append(p.Risks, Risk{Kind: RiskLocalData, Subject: "node " + in.Node.Name, Pods: p.podsOf(WaitLocalData),

@@ -2,6 +2,7 @@ package drain
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -313,6 +314,130 @@ func TestPreviewWithoutOutageCheck(t *testing.T) {
 	}
 	if want := "; whether workloads have ready replicas elsewhere not checked: namespace ns has more than 500 pods"; !strings.HasSuffix(p.Summary(), want) {
 		t.Errorf("Summary() = %q, want it to end with %q", p.Summary(), want)
+	}
+}
+
+// A bounded reader checks a workload against the ready replicas its
+// controller's status counts (ByStatus) instead of the pods of other nodes:
+// given a status that counts the same pods, both ways find the same
+// outages, and a pod that stays on the node is no replica elsewhere either
+// way.
+func TestPreviewOutageByStatusAgreesWithThePods(t *testing.T) {
+	rs := func(name, deployment string) appsv1.ReplicaSet {
+		r := appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		if deployment != "" {
+			r.OwnerReferences = []metav1.OwnerReference{{Kind: "Deployment", APIVersion: "apps/v1", Name: deployment, Controller: ptrTrue()}}
+		}
+		return r
+	}
+	sts := appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"}}
+	keep := &nmv1beta1.DrainPolicy{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"evict": "yes"}}}
+	for _, tt := range []struct {
+		name   string
+		pods   []corev1.Pod // on the node
+		others []corev1.Pod // on other nodes
+		policy *nmv1beta1.DrainPolicy
+		want   []string
+	}{
+		{name: "Deployment with its one replica here",
+			pods: []corev1.Pod{pod("cart-1-x", controlled("ReplicaSet", "cart-1"), isReady)},
+			want: []string{"AllReplicasOnNode Deployment ns/cart"}},
+		{name: "Deployment with a ready replica of its other ReplicaSet elsewhere",
+			pods:   []corev1.Pod{pod("cart-1-x", controlled("ReplicaSet", "cart-1"), isReady)},
+			others: []corev1.Pod{pod("cart-2-y", controlled("ReplicaSet", "cart-2"), isReady, on("n1"))}},
+		{name: "replica elsewhere not ready",
+			pods:   []corev1.Pod{pod("cart-1-x", controlled("ReplicaSet", "cart-1"), isReady)},
+			others: []corev1.Pod{pod("cart-1-y", controlled("ReplicaSet", "cart-1"), on("n1"))},
+			want:   []string{"AllReplicasOnNode Deployment ns/cart"}},
+		{name: "bare ReplicaSet with two replicas here",
+			pods: []corev1.Pod{pod("solo-a", controlled("ReplicaSet", "solo"), isReady), pod("solo-b", controlled("ReplicaSet", "solo"), isReady)},
+			want: []string{"AllReplicasOnNode ReplicaSet ns/solo"}},
+		{name: "StatefulSet here and elsewhere",
+			pods:   []corev1.Pod{pod("db-0", controlled("StatefulSet", "db"), isReady)},
+			others: []corev1.Pod{pod("db-1", controlled("StatefulSet", "db"), isReady, on("n1"))}},
+		{name: "StatefulSet only here",
+			pods: []corev1.Pod{pod("db-0", controlled("StatefulSet", "db"), isReady)},
+			want: []string{"AllReplicasOnNode StatefulSet ns/db"}},
+		{name: "a replica the podSelector keeps on the node is not elsewhere",
+			pods: []corev1.Pod{pod("db-0", controlled("StatefulSet", "db"), isReady, labelled("evict", "yes")),
+				pod("db-1", controlled("StatefulSet", "db"), isReady)},
+			policy: keep, want: []string{"AllReplicasOnNode StatefulSet ns/db"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			replicaSets := []appsv1.ReplicaSet{rs("cart-1", "cart"), rs("cart-2", "cart"), rs("solo", "")}
+			statefulSets := []appsv1.StatefulSet{sts}
+			count := func(kind, name string) (n int32) {
+				for _, p := range append(slices.Clone(tt.pods), tt.others...) {
+					if ref := metav1.GetControllerOf(&p); ref != nil && ref.Kind == kind && ref.Name == name && ready(&p) {
+						n++
+					}
+				}
+				return n
+			}
+			for i := range replicaSets {
+				replicaSets[i].Status.ReadyReplicas = count("ReplicaSet", replicaSets[i].Name)
+			}
+			statefulSets[0].Status.ReadyReplicas = count("StatefulSet", "db")
+
+			byPods := mustPreview(t, PreviewInput{Pods: tt.pods, OtherPods: tt.others, ReplicaSets: replicaSets, Policy: tt.policy})
+			byStatus := mustPreview(t, PreviewInput{Pods: tt.pods, ReplicaSets: replicaSets, StatefulSets: statefulSets,
+				ByStatus: []string{"ns"}, NoCapacity: "the cluster has more than 50 nodes", Policy: tt.policy})
+			if got := kinds(byPods); !slices.Equal(got, tt.want) {
+				t.Errorf("from the pods: risks = %q, want %q", got, tt.want)
+			}
+			if got := kinds(byStatus); !slices.Equal(got, tt.want) {
+				t.Errorf("from the status: risks = %q, want %q", got, tt.want)
+			}
+			if len(byStatus.NoOutageCheck) != 0 {
+				t.Errorf("from the status: NoOutageCheck %v, want every workload checked", byStatus.NoOutageCheck)
+			}
+		})
+	}
+}
+
+// A workload of a ByStatus namespace whose status the input lacks (its
+// StatefulSet was deleted between the reads) gets no risk, and the preview
+// says it was not checked.
+func TestPreviewOutageByStatusWithoutTheStatus(t *testing.T) {
+	p := mustPreview(t, PreviewInput{Pods: []corev1.Pod{pod("db-0", controlled("StatefulSet", "db"), isReady)},
+		ByStatus: []string{"ns"}, NoCapacity: "the cluster has more than 50 nodes"})
+	if got := kinds(p); len(got) != 0 {
+		t.Errorf("risks = %q, want none", got)
+	}
+	if want := "; whether workloads have ready replicas elsewhere not checked: the status of StatefulSet ns/db was not read"; !strings.HasSuffix(p.Summary(), want) {
+		t.Errorf("Summary() = %q, want it to end with %q", p.Summary(), want)
+	}
+}
+
+// OutageReadsOf asks only for what the outage check of the pods a drain may
+// evict needs: nothing for bare, DaemonSet, mirror, finished or unready
+// pods; the status of ReplicaSets and StatefulSets; the pods of a namespace
+// where a pod's controller keeps no count of ready replicas, and then not
+// that namespace's StatefulSets.
+func TestOutageReadsOf(t *testing.T) {
+	in := func(ns string) podOpt { return func(p *corev1.Pod) { p.Namespace = ns } }
+	mirror := func(p *corev1.Pod) {
+		p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"}
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: "Node", APIVersion: "v1", Name: drained, Controller: ptrTrue()}}
+	}
+	node := previewNode(drained, "4", "8Gi", "110")
+	got := OutageReadsOf(&node, []corev1.Pod{
+		pod("web-1-x", in("shop"), controlled("ReplicaSet", "web-1"), isReady),
+		pod("db-0", in("shop"), controlled("StatefulSet", "db"), isReady),
+		pod("db-1", in("shop"), controlled("StatefulSet", "db"), isReady),
+		pod("job-x", in("batch"), ownedBy("Job", "batch/v1"), isReady),
+		pod("queue-0", in("batch"), controlled("StatefulSet", "queue"), isReady),
+		pod("bare", in("lonely"), isReady),
+		pod("agent", in("system"), ownedBy("DaemonSet", "apps/v1"), isReady),
+		pod("static", in("system"), mirror, isReady),
+		pod("done", in("done"), controlled("ReplicaSet", "old"), isReady, phase(corev1.PodSucceeded)),
+		pod("starting", in("cold"), controlled("ReplicaSet", "new")),
+		pod("custom", in("crd"), ownedBy("ReplicaSet", "example.com/v1"), isReady),
+	})
+	want := OutageReads{PodsOf: []string{"batch", "crd"}, StatusOf: []string{"shop"},
+		StatefulSets: []types.NamespacedName{{Namespace: "shop", Name: "db"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("OutageReadsOf = %+v, want %+v", got, want)
 	}
 }
 

@@ -140,23 +140,40 @@ func podSpec(nodeSelector map[string]string, meta *metav1.ObjectMeta, opts []Pod
 	return spec
 }
 
+// workloadTemplate is the selector and pod template of a workload named
+// name: pods labelled app=name, placed by nodeSelector.
+func workloadTemplate(name string, nodeSelector map[string]string, opts []PodOption) (*metav1.LabelSelector, corev1.PodTemplateSpec) {
+	labels := map[string]string{"app": name}
+	meta := metav1.ObjectMeta{Labels: labels}
+	spec := podSpec(nodeSelector, &meta, opts)
+	return &metav1.LabelSelector{MatchLabels: labels}, corev1.PodTemplateSpec{ObjectMeta: meta, Spec: spec}
+}
+
 // CreateDeployment creates a Deployment whose pods carry app=name and are placed
 // by nodeSelector. It does not wait.
 func (c *Cluster) CreateDeployment(t testing.TB, ns, name string, replicas int32, nodeSelector map[string]string, opts ...PodOption) *appsv1.Deployment {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	meta := metav1.ObjectMeta{Labels: labels}
-	spec := podSpec(nodeSelector, &meta, opts)
+	selector, template := workloadTemplate(name, nodeSelector, opts)
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: meta, Spec: spec},
-		},
+		Spec:       appsv1.DeploymentSpec{Replicas: &replicas, Selector: selector, Template: template},
 	}
 	c.create(t, d)
 	return d
+}
+
+// CreateStatefulSet creates a StatefulSet whose pods carry app=name and are
+// placed by nodeSelector (its serviceName names no Service: none is needed
+// here). It does not wait.
+func (c *Cluster) CreateStatefulSet(t testing.TB, ns, name string, replicas int32, nodeSelector map[string]string, opts ...PodOption) *appsv1.StatefulSet {
+	t.Helper()
+	selector, template := workloadTemplate(name, nodeSelector, opts)
+	s := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       appsv1.StatefulSetSpec{Replicas: &replicas, ServiceName: name, Selector: selector, Template: template},
+	}
+	c.create(t, s)
+	return s
 }
 
 // CreatePDB creates a PodDisruptionBudget over the pods labelled app=app.
@@ -178,14 +195,10 @@ func (c *Cluster) CreatePDB(t testing.TB, ns, app string, minAvailable, maxUnava
 // CreateDaemonSet creates a DaemonSet placed by nodeSelector.
 func (c *Cluster) CreateDaemonSet(t testing.TB, ns, name string, nodeSelector map[string]string) *appsv1.DaemonSet {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	meta := metav1.ObjectMeta{Labels: labels}
+	selector, template := workloadTemplate(name, nodeSelector, nil)
 	ds := &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: meta, Spec: podSpec(nodeSelector, &meta, nil)},
-		},
+		Spec:       appsv1.DaemonSetSpec{Selector: selector, Template: template},
 	}
 	c.create(t, ds)
 	return ds

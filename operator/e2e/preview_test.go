@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -161,6 +162,7 @@ func TestDrainPreviewCapacity(t *testing.T) {
 	node := pool.AddNode(t, "").Name
 	c.CreateDeployment(t, ns, "big", 2, pool.Selector(), testcluster.WithRequests("2", "1Gi"))
 	c.WaitRunningPods(t, ns, "big", node, 2)
+	waitReadyReplicas(t, c, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}}, 2)
 	small := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("8Gi"),
 		corev1.ResourcePods: resource.MustParse("110")}
 	pool.AddNodeWithAllocatable(t, "", small) // room for one of the two
@@ -217,12 +219,91 @@ func TestDrainPreviewCapacity(t *testing.T) {
 		if p.NoCapacity != tt.why || len(p.Evict) != 2 {
 			t.Errorf("bounds %+v: NoCapacity %q, want %q; evicted %v, want the 2 big pods", tt.bounds, p.NoCapacity, tt.why, p.Evict)
 		}
-		// The pods bound also bounds the list of the pods' namespace (2
-		// pods).
-		if unchecked := len(p.NoOutageCheck) > 0; unchecked != (tt.bounds.Pods == 1) {
-			t.Errorf("bounds %+v: NoOutageCheck %v", tt.bounds, p.NoOutageCheck)
+		// Beyond the bounds, the Deployment is checked from its
+		// ReplicaSet's status instead of its namespace's pods: both of its
+		// ready replicas are on the node either way.
+		outage := slices.ContainsFunc(p.Risks, func(r drain.Risk) bool {
+			return r.Kind == drain.RiskOutage && r.Subject == "Deployment "+ns+"/big"
+		})
+		if !outage || len(p.NoOutageCheck) > 0 {
+			t.Errorf("bounds %+v: outage of Deployment %s/big found %v, NoOutageCheck %v; want it found and nothing unchecked", tt.bounds, ns, outage, p.NoOutageCheck)
 		}
 	}
+}
+
+// In a cluster beyond the webhook's bounds the preview checks whether a
+// workload has ready replicas elsewhere from its ReplicaSets' and
+// StatefulSet's status, without listing its namespace's pods, and finds
+// the same outages as the preview that lists every pod: a Deployment and a
+// StatefulSet whose one replica is on the node, not a Deployment with a
+// replica on another node.
+func TestDrainPreviewOutageFromWorkloadStatus(t *testing.T) {
+	c := testcluster.Get(t)
+	ns := c.Namespace(t)
+	pool := c.NewPool(t)
+	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"),
+		corev1.ResourcePods: resource.MustParse("110")}
+	node := pool.AddNodeWithAllocatable(t, "", room).Name
+	other := pool.AddNodeWithAllocatable(t, "", room).Name
+	here := map[string]string{"kubernetes.io/hostname": node}
+	c.CreateDeployment(t, ns, "spread", 2, pool.Selector(), testcluster.WithRequests("3", "1Gi")) // one per node: 4 CPUs each
+	c.CreateDeployment(t, ns, "solo", 1, here)
+	c.CreateStatefulSet(t, ns, "db", 1, here)
+	for app, n := range map[string]int{"spread": 1, "solo": 1, "db": 1} {
+		c.WaitRunningPods(t, ns, app, node, n)
+	}
+	c.WaitRunningPods(t, ns, "spread", other, 1)
+	waitReadyReplicas(t, c, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "spread"}}, 2)
+	waitReadyReplicas(t, c, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "solo"}}, 1)
+	waitReadyReplicas(t, c, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}}, 1)
+
+	outages := func(p drain.Preview) (out []string) { // the spread pod's want of room is not the point here
+		for _, r := range p.Risks {
+			if r.Kind == drain.RiskOutage {
+				out = append(out, fmt.Sprintf("%s %s", r.Kind, r.Subject))
+			}
+		}
+		return out
+	}
+	all, err := live.Preview(bg(), c.Client, node, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"AllReplicasOnNode Deployment " + ns + "/solo", "AllReplicasOnNode StatefulSet " + ns + "/db"}
+	if got := outages(all); !slices.Equal(got, want) {
+		t.Fatalf("the preview that lists every pod: outages %q, want %q", got, want)
+	}
+	for _, bounds := range []live.Bounds{{Nodes: 1, Pods: 1}, {Nodes: 1, Pods: 1, FromWatchCache: true}} { // the namespace holds 4 pods
+		p, err := live.PreviewWithin(bg(), c.Client, node, nil, time.Now(), bounds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.NoCapacity == "" || len(p.NoOutageCheck) > 0 {
+			t.Errorf("bounds %+v: NoCapacity %q, NoOutageCheck %v; want the cluster beyond the bounds and every workload checked", bounds, p.NoCapacity, p.NoOutageCheck)
+		}
+		if got := outages(p); !slices.Equal(got, want) {
+			t.Errorf("bounds %+v: outages %q, want %q as from the pods", bounds, got, want)
+		}
+	}
+}
+
+// waitReadyReplicas waits until the status of a Deployment or StatefulSet
+// counts ready ready replicas.
+func waitReadyReplicas(t *testing.T, c *testcluster.Cluster, obj client.Object, ready int32) {
+	t.Helper()
+	testcluster.WaitFor(t, time.Minute, fmt.Sprintf("%T %s/%s to count %d ready replicas", obj, obj.GetNamespace(), obj.GetName(), ready),
+		func(ctx context.Context) (bool, error) {
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return false, err
+			}
+			switch o := obj.(type) {
+			case *appsv1.Deployment:
+				return o.Status.ReadyReplicas == ready, nil
+			case *appsv1.StatefulSet:
+				return o.Status.ReadyReplicas == ready, nil
+			}
+			return false, fmt.Errorf("%T has no ready replicas", obj)
+		})
 }
 
 // podsByApp maps the app label of the pods on a node to their names.

@@ -16,8 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
@@ -26,68 +26,6 @@ import (
 
 // ErrNodeNotFound wraps the error of a preview for a node that does not exist.
 var ErrNodeNotFound = errors.New("node not found")
-
-// Bounds limit what a preview lists beyond the node's own pods, for callers
-// on a hot path (the admission webhook): a cluster with more nodes or pods
-// than that gets no capacity estimate, and costs two lists of one item
-// instead of the lists of every node and pod. Zero is no bound.
-type Bounds struct {
-	Nodes, Pods int64
-	// FromWatchCache reads the lists and the counts that bound them from the
-	// API server's watch cache, which answers at once, instead of
-	// consistently: a consistent list waits for the cache to catch up with
-	// etcd, up to about 100 ms on kube-apiserver 1.37 whenever something
-	// else was written since the kind's last change (make bench's
-	// BENCH_TRACE shows it). The full lists ask for resourceVersion 0
-	// (AnyVersion), the counts for any version not older than the first
-	// (cacheCount), for which the cache keeps the limit of one item. For
-	// the webhook, whose preview is advice: the cache is at most moments
-	// behind.
-	FromWatchCache bool
-}
-
-// AnyVersion is a list or get option that reads from the API server's watch
-// cache (resourceVersion 0): the answer comes at once, as of moments ago,
-// without waiting for the cache to catch up with etcd. The API server
-// ignores a list's limit with it.
-var AnyVersion = anyVersion{}
-
-type anyVersion struct{}
-
-var (
-	_ client.ListOption = anyVersion{}
-	_ client.GetOption  = anyVersion{}
-)
-
-func (anyVersion) ApplyToList(o *client.ListOptions) {
-	if o.Raw == nil {
-		o.Raw = &metav1.ListOptions{}
-	}
-	o.Raw.ResourceVersion = "0"
-}
-
-func (anyVersion) ApplyToGet(o *client.GetOptions) {
-	if o.Raw == nil {
-		o.Raw = &metav1.GetOptions{}
-	}
-	o.Raw.ResourceVersion = "0"
-}
-
-// cacheCount is the list option of a count (a list of one item) from the
-// watch cache: any version not older than the first, which the cache has,
-// so it answers at once with what it holds. Unlike resourceVersion 0, which
-// makes the cache ignore the limit and send every item, this keeps the
-// limit, and the answer's remainingItemCount says how many more there are.
-var cacheCount client.ListOption = notOlderThanFirst{}
-
-type notOlderThanFirst struct{}
-
-func (notOlderThanFirst) ApplyToList(o *client.ListOptions) {
-	if o.Raw == nil {
-		o.Raw = &metav1.ListOptions{}
-	}
-	o.Raw.ResourceVersion, o.Raw.ResourceVersionMatch = "1", metav1.ResourceVersionMatchNotOlderThan
-}
 
 // Preview reads the node, the pods of the cluster, the nodes, the
 // PodDisruptionBudgets and the ReplicaSets of the node's pods, and returns
@@ -151,21 +89,6 @@ func ReadFor(ctx context.Context, r client.Reader, known Known, b Bounds) (drain
 	return in, nil
 }
 
-// reader reads a preview's inputs within its bounds.
-type reader struct {
-	r client.Reader
-	b Bounds
-}
-
-// list lists everything of a kind (no limit), from the watch cache when the
-// bounds say so.
-func (rd reader) list(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
-	if rd.b.FromWatchCache {
-		opts = append(opts, AnyVersion)
-	}
-	return rd.r.List(ctx, l, opts...)
-}
-
 // sizeUp is the first round: the pods bound to the node, and whether the
 // cluster's nodes and pods are within the bounds (NoCapacity says why not).
 func (rd reader) sizeUp(ctx context.Context, known Known) (drain.PreviewInput, error) {
@@ -218,19 +141,25 @@ func (rd reader) sizeUp(ctx context.Context, known Known) (drain.PreviewInput, e
 // around is what the second round reads, per namespace of the node's pods
 // and for the cluster.
 type around struct {
-	namespaces  []string
-	budgets     [][]policyv1.PodDisruptionBudget
-	replicaSets [][]appsv1.ReplicaSet
-	nsPods      [][]corev1.Pod
-	unchecked   []string
-	nodes       corev1.NodeList
-	running     corev1.PodList
+	namespaces   []string
+	budgets      [][]policyv1.PodDisruptionBudget
+	replicaSets  [][]appsv1.ReplicaSet
+	nsPods       [][]corev1.Pod
+	unchecked    []string
+	statefulSets []*appsv1.StatefulSet
+	nodes        corev1.NodeList
+	running      corev1.PodList
 }
 
 // readAround is the second round: the budgets and ReplicaSets of the pods'
 // namespaces, and either every node and running pod (for the capacity
-// estimate) or, in a cluster beyond the bounds, the pods of each namespace
-// within the pod bound (whether a workload has ready replicas elsewhere).
+// estimate) or, in a cluster beyond the bounds, what the outage check needs
+// (drain.OutageReadsOf): the StatefulSets of the pods to evict, whose
+// status, like their ReplicaSets', counts their ready replicas, and the pods
+// of each namespace where a pod's controller is of another kind, if the
+// namespace is within the pod bound. The cost of a preview in a large
+// cluster then grows with the node's workloads, not with its namespaces'
+// pods.
 func (rd reader) readAround(ctx context.Context, in *drain.PreviewInput, known Known) error {
 	a := &around{}
 	for i := range in.Pods {
@@ -247,12 +176,20 @@ func (rd reader) readAround(ctx context.Context, in *drain.PreviewInput, known K
 	if in.NoCapacity == "" {
 		rd.readCluster(gctx, g, a, known)
 	} else {
-		rd.readNamespacePods(gctx, g, a)
+		reads := drain.OutageReadsOf(in.Node, in.Pods)
+		in.ByStatus = reads.StatusOf
+		rd.readNamespacePods(gctx, g, a, reads.PodsOf)
+		rd.readStatefulSets(gctx, g, a, reads.StatefulSets)
 	}
 	if err := g.Wait(); err != nil {
 		return err
 	}
 	in.Nodes = a.nodes.Items
+	for _, sts := range a.statefulSets {
+		if sts != nil {
+			in.StatefulSets = append(in.StatefulSets, *sts)
+		}
+	}
 	for i, ns := range a.namespaces {
 		in.Budgets = append(in.Budgets, a.budgets[i]...)
 		in.ReplicaSets = append(in.ReplicaSets, a.replicaSets[i]...)
@@ -315,10 +252,13 @@ func (rd reader) readCluster(ctx context.Context, g *errgroup.Group, a *around, 
 	})
 }
 
-// readNamespacePods lists the running pods of each namespace that holds at
-// most the pod bound; a larger one is named in unchecked.
-func (rd reader) readNamespacePods(ctx context.Context, g *errgroup.Group, a *around) {
+// readNamespacePods lists the running pods of each namespace named in only
+// that holds at most the pod bound; a larger one is named in unchecked.
+func (rd reader) readNamespacePods(ctx context.Context, g *errgroup.Group, a *around, only []string) {
 	for i, ns := range a.namespaces {
+		if !slices.Contains(only, ns) {
+			continue
+		}
 		g.Go(func() error {
 			small, err := rd.within(ctx, &corev1.PodList{}, rd.b.Pods, client.InNamespace(ns))
 			if err != nil {
@@ -338,23 +278,22 @@ func (rd reader) readNamespacePods(ctx context.Context, g *errgroup.Group, a *ar
 	}
 }
 
-// within reports whether the API server holds at most max objects of the
-// list's kind, from a list of one: the rest is its remainingItemCount. Zero
-// is no bound. The count is consistent, or from the watch cache when the
-// bounds say so (cacheCount).
-func (rd reader) within(ctx context.Context, list client.ObjectList, max int64, opts ...client.ListOption) (bool, error) {
-	if max == 0 {
-		return true, nil
+// readStatefulSets reads the StatefulSets named (from the watch cache when
+// the bounds say so). One that is gone is left out: the preview then says
+// its workload was not checked.
+func (rd reader) readStatefulSets(ctx context.Context, g *errgroup.Group, a *around, names []types.NamespacedName) {
+	a.statefulSets = make([]*appsv1.StatefulSet, len(names))
+	for i, key := range names {
+		g.Go(func() error {
+			sts := &appsv1.StatefulSet{}
+			switch err := rd.get(ctx, key, sts); {
+			case apierrors.IsNotFound(err):
+				return nil
+			case err != nil:
+				return fmt.Errorf("read StatefulSet %s: %w", key, err)
+			}
+			a.statefulSets[i] = sts
+			return nil
+		})
 	}
-	if rd.b.FromWatchCache {
-		opts = append(opts, cacheCount)
-	}
-	if err := rd.r.List(ctx, list, append(opts, client.Limit(1))...); err != nil {
-		return false, err
-	}
-	if list.GetContinue() == "" {
-		return true, nil
-	}
-	rest := list.GetRemainingItemCount()
-	return rest != nil && *rest+1 <= max, nil
 }

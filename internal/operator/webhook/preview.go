@@ -13,8 +13,11 @@ import (
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain/live"
 )
 
-// The preview names the Deployment of a pod through its ReplicaSet.
+// The preview names the Deployment of a pod through its ReplicaSet; in a
+// cluster beyond PreviewBounds it checks a workload's ready replicas
+// elsewhere from its ReplicaSets' and StatefulSet's status.
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=list
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get
 
 // PreviewTimeout bounds the drain preview of an admitted create: the
 // webhook's own timeout (15 s) also covers the admission decision.
@@ -22,9 +25,10 @@ const PreviewTimeout = 3 * time.Second
 
 // PreviewBounds keep the preview of every create cheap: the room on the
 // other nodes is estimated only in a cluster of at most this many nodes and
-// pods. Larger ones get the rest of the preview; the provider's data source
-// and plan estimate the room in any cluster.
-var PreviewBounds = live.Bounds{Nodes: 50, Pods: 500, FromWatchCache: true}
+// pods (live.HotPath). Larger ones get the rest of the preview; the
+// provider's data source and the plan of a nodemaintenance estimate the room
+// in any cluster.
+var PreviewBounds = live.HotPath
 
 // The API server may cut a warning longer than this, and drops the warnings
 // beyond maxWarningBytes in all.
