@@ -130,7 +130,12 @@ func wavesDetail(nodes []string, per int, maxUnavailable string) string {
 
 // drainBlockers adds, for each node (up to maxPreviewedNodes), the blockers
 // of the drain preview the nodemaintenance resource shows: what the drain
-// will wait on. A node that cannot be previewed is skipped.
+// will wait on. A node that cannot be previewed is skipped. The previews are
+// bounded (live.HotPath): a blocker needs no estimate of the room on other
+// nodes, and an unbounded preview lists every node and pod of the cluster,
+// 20 times over in a plan of a large pool. Beyond the bounds, whether a node
+// is the last schedulable one is not checked here; the webhook still refuses
+// its maintenance when the rollout creates it.
 func drainBlockers(ctx context.Context, c *clients, nodes []string, policy *nmv1beta1.DrainPolicy, diags *diag.Diagnostics) {
 	shown := 0
 	for i, node := range nodes {
@@ -139,7 +144,7 @@ func drainBlockers(ctx context.Context, c *clients, nodes []string, policy *nmv1
 				"the nodemaintenance_drain_preview data source previews any node.", i, len(nodes)))
 			return
 		}
-		p, err := live.Preview(ctx, c.kube, node, policy, time.Now())
+		p, err := live.PreviewWithin(ctx, c.kube, node, policy, time.Now(), live.HotPath)
 		if err != nil {
 			continue
 		}
