@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/drain/live"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/webhook"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/testcluster"
 )
@@ -116,7 +117,9 @@ func BenchmarkP8(b *testing.B) {
 			func() { p8Drains(b, c, w, s, n == target) },
 		}
 		if n == target {
-			measures = append(measures, func() { p8Admission(b, c, pop, s) })
+			// The previews come last: their unbounded lists of every pod
+			// must not weigh on the API server while the creates are timed.
+			measures = append(measures, func() { p8Admission(b, c, pop, s) }, func() { p8Previews(b, c, pop) })
 		}
 		for _, measure := range measures {
 			measure()
@@ -388,6 +391,37 @@ func p8Admission(b *testing.B, c *testcluster.Cluster, pop *population, s *p8Ste
 			Sample: Sample{Values: []float64{floor.Percentile(99)}, Unit: "ms"}},
 		Row{Scenario: scenario, Side: fmt.Sprintf("the operator's webhook, from request to response (its metrics): mean of %.0f calls", inWebhook.calls),
 			Sample: Sample{Values: []float64{inWebhook.mean()}, Unit: "ms"}},
+	)
+}
+
+// p8Previews times the drain preview of a populated node (10 bare pods),
+// runs times each way, one after the other: unbounded, as the
+// nodemaintenance_drain_preview data source and a nodemaintenance's plan
+// read it (every node and running pod of the cluster, for the room
+// estimate), and within live.HotPath, as the webhook and a rollout's plan
+// (up to 20 nodes) read it. The provider's reads are consistent; so are the
+// unbounded ones here, while HotPath reads the watch cache as the webhook
+// does.
+func p8Previews(b *testing.B, c *testcluster.Cluster, pop *population) {
+	node := pop.nodes[len(pop.nodes)-1] // not one of the admission's
+	all, hot := Sample{Unit: "s"}, Sample{Unit: "s"}
+	for range runs {
+		for _, side := range []struct {
+			sample *Sample
+			bounds live.Bounds
+		}{{&all, live.Bounds{}}, {&hot, live.HotPath}} {
+			start := time.Now()
+			if _, err := live.PreviewWithin(context.Background(), c.Client, node, nil, time.Now(), side.bounds); err != nil {
+				b.Fatalf("preview the drain of node %s within %+v: %v", node, side.bounds, err)
+			}
+			side.sample.Values = append(side.sample.Values, time.Since(start).Seconds())
+		}
+	}
+	scenario := p8Scenario(len(pop.nodes))
+	record(
+		Row{Scenario: scenario, Side: "drain preview of one node, unbounded (the data source; a nodemaintenance's plan)", Sample: all},
+		Row{Scenario: scenario, Side: "drain preview of one node, within live.HotPath (the webhook; a rollout's plan, per node)", Sample: hot,
+			Ratio: hot.Median() / all.Median(), Of: "unbounded"},
 	)
 }
 
