@@ -405,7 +405,11 @@ type NodeMaintenanceRolloutStatus struct {
 	// +optional
 	Message string `json:"message,omitempty"`
 	// Nodes is the node set, resolved once, a row per node in the order they
-	// are started.
+	// are started. Once the rows take more than 1 MiB of JSON (thousands of
+	// nodes), the rows of nodes already Done keep only name, wave, state,
+	// startedAt and finishedAt, first finished first, so that the status
+	// stays within what etcd keeps of one object (1.5 MiB); a set too large
+	// even then is refused at creation.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

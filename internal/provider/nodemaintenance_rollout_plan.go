@@ -91,6 +91,10 @@ func resolveNodes(ctx context.Context, r client.Reader, spec nmv1alpha1.NodeMain
 			names = append(names, n.Name)
 		}
 		slices.Sort(names)
+		if problem := rolloutvalidation.SetSizeProblem(fmt.Sprintf("node_selector %q", sel.String()), names); problem != "" {
+			diags.AddAttributeError(path.Root("node_selector"), "Node Set Too Large for One Rollout", problem+".")
+			return nil, nil
+		}
 		return names, nil
 	}
 	var missing []string

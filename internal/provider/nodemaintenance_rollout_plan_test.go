@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
 )
 
 // A rollout's plan previews its nodes for their blockers without listing
@@ -71,5 +73,27 @@ func TestRolloutPlanBlockersDoNotListTheCluster(t *testing.T) {
 	}
 	if diags.HasError() || budgets != 2 {
 		t.Errorf("diagnostics %v: want the budget's blocker once per node, 2", diags)
+	}
+}
+
+// The plan refuses a node_selector that matches more nodes than one
+// rollout's status can keep rows for, on node_selector, as the webhook
+// would at apply.
+func TestRolloutPlanRefusesASetTooLargeForOneRollout(t *testing.T) {
+	var objs []client.Object
+	for i := range 6000 {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ip-10-12-%d-%d.eu-central-1.compute.internal", i/256, i%256),
+			Labels: map[string]string{"pool": "big"}}})
+	}
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	var diags diag.Diagnostics
+	spec := nmv1alpha1.NodeMaintenanceRolloutSpec{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "big"}}}
+	nodes, err := resolveNodes(context.Background(), kube, spec, &diags)
+	if err != nil || nodes != nil {
+		t.Fatalf("resolveNodes: %d nodes, %v; want none and an error diagnostic", len(nodes), err)
+	}
+	if len(diags) != 1 || diags[0].Summary() != "Node Set Too Large for One Rollout" ||
+		!strings.Contains(diags[0].Detail(), `the set of node_selector "pool=big" has 6000 nodes`) || !strings.Contains(diags[0].Detail(), "split the set") {
+		t.Errorf("diagnostics %v, want one error saying the set of 6000 nodes is too large and to split it", diags)
 	}
 }

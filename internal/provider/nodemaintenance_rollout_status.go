@@ -41,7 +41,9 @@ var rolloutStatusAttributes = statusTable[rolloutStatus]{
 	int64Status("in_progress", "Nodes between `Draining` and `Soaking`.", func(s rolloutStatus) int { return int(s.InProgress) }),
 	int64Status("done", "Nodes `Done`: maintained, restored, recovered and soaked.", func(s rolloutStatus) int { return int(s.Done) }),
 	int64Status("failed", "Nodes `Failed`.", func(s rolloutStatus) int { return int(s.Failed) }),
-	listStatus("nodes", "A row per node of the set, in the order they are started: "+rolloutNodeFields.describe()+".",
+	listStatus("nodes", "A row per node of the set, in the order they are started: "+rolloutNodeFields.describe()+". "+
+		"In a set of thousands of nodes, once the rows take more than 1 MiB, those of nodes already `Done` keep only "+
+		"`name`, `wave`, `state`, `started_at` and `finished_at`, so that the rollout stays within what etcd keeps of one object.",
 		rolloutNodeType, rolloutNodes),
 	stringStatus("next_window_start", "While `window` is closed, when it opens next (RFC 3339); empty otherwise.",
 		func(s rolloutStatus) string { return rfc3339(s.NextWindowStart) }),

@@ -50,6 +50,11 @@ func nodeNameProblems(names []string) Problems {
 		}
 		first[name] = i
 	}
+	if len(p) == 0 {
+		if size := SetSizeProblem("spec.nodeNames", names); size != "" {
+			p = append(p, size)
+		}
+	}
 	return p
 }
 

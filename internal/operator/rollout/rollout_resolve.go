@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
+	rolloutvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1/validation"
 )
 
 // resolve records the node set once, when status.nodes is empty. A set
@@ -74,6 +75,11 @@ func (r *RolloutReconciler) nodeSet(ctx context.Context, ro *nmv1alpha1.NodeMain
 		return nil, fmt.Sprintf("spec.nodeSelector %s matched no node: nothing was started", sel), nil
 	}
 	sort.Strings(names)
+	// The webhook refused a selector too wide for the status; nodes may
+	// have joined since.
+	if p := rolloutvalidation.SetSizeProblem(fmt.Sprintf("spec.nodeSelector %s", sel), names); p != "" {
+		return nil, p + ": nothing was started", nil
+	}
 	return names, "", nil
 }
 

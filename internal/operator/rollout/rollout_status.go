@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
+	rolloutvalidation "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1/validation"
 )
 
 // haltReason says why the rollout halted, or "" while it may go on: with
@@ -152,8 +153,10 @@ func setPhase(s *scope, phase nmv1alpha1.RolloutPhase, msg string) {
 
 // writeStatus writes the status when it changed, with the resourceVersion
 // read: a pass that decided from an older status loses (Conflict) and
-// decides again.
+// decides again. The rows are compacted first when they grew past
+// rolloutvalidation.RowsBudget (rolloutvalidation.CompactRows).
 func (r *RolloutReconciler) writeStatus(ctx context.Context, s *scope) (ctrl.Result, error) {
+	rolloutvalidation.CompactRows(s.status.Nodes, s.old.Nodes, rolloutvalidation.RowsBudget)
 	if equality.Semantic.DeepEqual(&s.ro.Status, s.status) {
 		return ctrl.Result{}, nil
 	}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -146,6 +147,29 @@ func (v *RolloutValidator) checkSelectorMatches(ctx context.Context, ls *metav1.
 	if len(nodes.Items) == 0 {
 		return fmt.Errorf("spec.nodeSelector %q matches no node: the rollout would have nothing to do; label the nodes to maintain or fix the selector (kubectl get nodes -l '%s')",
 			selector.String(), selector.String())
+	}
+	return v.checkSelectedSize(ctx, selector)
+}
+
+// checkSelectedSize refuses a selector that matches more nodes than one
+// rollout's status can keep rows for (rolloutvalidation.SetSizeProblem),
+// from the node cache (live without one): the controller checks the set
+// again when it resolves it, before it starts anything.
+func (v *RolloutValidator) checkSelectedSize(ctx context.Context, selector labels.Selector) error {
+	reader, opts := v.Reader, []client.ListOption{client.MatchingLabelsSelector{Selector: selector}}
+	if v.Cache != nil {
+		reader, opts = v.Cache, append(opts, client.UnsafeDisableDeepCopy)
+	}
+	nodes := &corev1.NodeList{}
+	if err := reader.List(ctx, nodes, opts...); err != nil {
+		return fmt.Errorf("cannot count the nodes spec.nodeSelector %q matches: %w", selector.String(), err)
+	}
+	names := make([]string, len(nodes.Items))
+	for i := range nodes.Items {
+		names[i] = nodes.Items[i].Name
+	}
+	if p := rolloutvalidation.SetSizeProblem(fmt.Sprintf("spec.nodeSelector %q", selector.String()), names); p != "" {
+		return errors.New(p)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -247,5 +248,34 @@ func TestRolloutValidateUpdate(t *testing.T) {
 				t.Errorf("a user who may run the step is refused for it: %v", err)
 			}
 		})
+	}
+}
+
+// A selector that matches more nodes than one rollout's status can keep rows
+// for is refused at creation, with how many fit; a set of the largest
+// cluster's size is admitted.
+func TestRolloutSelectorTooWideForTheStatus(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	var nodes []runtime.Object
+	for i := range 6000 {
+		n := readyNode(fmt.Sprintf("ip-10-12-%d-%d.eu-central-1.compute.internal", i/256, i%256))
+		n.Labels = map[string]string{"pool": "big"}
+		if i < 5000 {
+			n.Labels["zone"] = "a"
+		}
+		nodes = append(nodes, n)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(nodes...).Build()
+	v := &RolloutValidator{Reader: c, Cache: c, Writer: c}
+
+	_, err := v.ValidateCreate(asUser("alice"), selectorRollout("big"))
+	assertRefusal(t, err, []string{`the set of spec.nodeSelector "pool=big" has 6000 nodes, more than one rollout can keep a status row for`,
+		"split the set into rollouts of at most", "topology.kubernetes.io/zone"})
+
+	ro := selectorRollout("big")
+	ro.Spec.NodeSelector.MatchLabels["zone"] = "a"
+	if _, err := v.ValidateCreate(asUser("alice"), ro); err != nil {
+		t.Fatalf("a selector of 5000 nodes was refused: %v", err)
 	}
 }
