@@ -97,15 +97,9 @@ func resolveNodes(ctx context.Context, r client.Reader, spec nmv1alpha1.NodeMain
 		}
 		return names, nil
 	}
-	var missing []string
-	for _, name := range spec.NodeNames {
-		err := r.Get(ctx, client.ObjectKey{Name: name}, &corev1.Node{})
-		switch {
-		case apierrors.IsNotFound(err):
-			missing = append(missing, name)
-		case err != nil:
-			return nil, err
-		}
+	missing, err := missingNodes(ctx, r, spec.NodeNames)
+	if err != nil {
+		return nil, err
 	}
 	if len(missing) > 0 {
 		diags.AddAttributeError(path.Root("node_names"), "Node Not Found", fmt.Sprintf(
@@ -115,6 +109,52 @@ func resolveNodes(ctx context.Context, r client.Reader, spec nmv1alpha1.NodeMain
 	}
 	return spec.NodeNames, nil
 }
+
+// getEachUpTo is how many named nodes missingNodes reads one by one; more
+// are checked against a list of the cluster's nodes, a page at a time, so
+// that the plan of a rollout of hundreds of listed nodes costs a few round
+// trips, not one per node (which, to a remote API server, would run past
+// planPreviewTimeout).
+const getEachUpTo = 20
+
+// missingNodes are those of names the cluster does not have, in their order.
+func missingNodes(ctx context.Context, r client.Reader, names []string) ([]string, error) {
+	var missing []string
+	if len(names) <= getEachUpTo {
+		for _, name := range names {
+			err := r.Get(ctx, client.ObjectKey{Name: name}, &metav1.PartialObjectMetadata{TypeMeta: nodeMetadata})
+			switch {
+			case apierrors.IsNotFound(err):
+				missing = append(missing, name)
+			case err != nil:
+				return nil, err
+			}
+		}
+		return missing, nil
+	}
+	exists := map[string]bool{}
+	list := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}}
+	for {
+		if err := r.List(ctx, list, client.Limit(500), client.Continue(list.Continue)); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			exists[list.Items[i].Name] = true
+		}
+		if list.Continue == "" {
+			break
+		}
+	}
+	for _, name := range names {
+		if !exists[name] {
+			missing = append(missing, name)
+		}
+	}
+	return missing, nil
+}
+
+// nodeMetadata is the type of a Node read as metadata only.
+var nodeMetadata = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
 
 // rolloutWaves splits the set in order into waves of per nodes.
 func rolloutWaves(nodes []string, per int) [][]string {

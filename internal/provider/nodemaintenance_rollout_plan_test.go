@@ -97,3 +97,39 @@ func TestRolloutPlanRefusesASetTooLargeForOneRollout(t *testing.T) {
 		t.Errorf("diagnostics %v, want one error saying the set of 6000 nodes is too large and to split it", diags)
 	}
 }
+
+// A long node_names is checked against one list of the nodes, not a read
+// per name, and still names the missing ones in order.
+func TestRolloutPlanChecksManyNodeNamesWithAList(t *testing.T) {
+	var objs []client.Object
+	var names []string
+	for i := range 300 {
+		name := fmt.Sprintf("node%03d", i)
+		names = append(names, name)
+		if i != 7 && i != 250 {
+			objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		}
+	}
+	var gets, lists int
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			gets++
+			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			lists++
+			return c.List(ctx, list, opts...)
+		},
+	}).Build()
+	var diags diag.Diagnostics
+	nodes, err := resolveNodes(context.Background(), kube, nmv1alpha1.NodeMaintenanceRolloutSpec{NodeNames: names}, &diags)
+	if err != nil || nodes != nil {
+		t.Fatalf("resolveNodes: %d nodes, %v; want none and an error diagnostic", len(nodes), err)
+	}
+	if len(diags) != 1 || !strings.Contains(diags[0].Detail(), "node007, node250.") {
+		t.Errorf("diagnostics %v, want node007 and node250 named missing", diags)
+	}
+	if gets != 0 || lists != 1 {
+		t.Errorf("%d gets and %d lists for 300 names, want one list", gets, lists)
+	}
+}
