@@ -24,17 +24,11 @@ func cloudNodeName(i int) string {
 	return fmt.Sprintf("ip-10-12-%d-%d.eu-central-1.compute.internal", i/256, i%256)
 }
 
-// A selector that came to match more nodes than the status can keep rows
-// for (nodes joined after the webhook admitted it) halts the rollout when
-// it resolves the set: nothing starts, and the message says how to split it.
-func TestResolveHaltsASetTooLargeForTheStatus(t *testing.T) {
-	ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro", UID: "u1", Finalizers: []string{nmv1alpha1.RolloutFinalizer}},
-		Spec: nmv1alpha1.NodeMaintenanceRolloutSpec{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}}}
-	objs := []client.Object{ro}
-	for i := range 6000 {
-		objs = append(objs, readyNode(cloudNodeName(i)))
-	}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(ro).Build()
+// onePass runs one pass of rollout ro (named "ro") over a fake cluster of
+// ro and objs, and returns the client and the rollout as it wrote it.
+func onePass(t *testing.T, ro *nmv1alpha1.NodeMaintenanceRollout, objs ...client.Object) (client.Client, *nmv1alpha1.NodeMaintenanceRollout) {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(append(objs, ro)...).WithStatusSubresource(ro).Build()
 	r := &RolloutReconciler{Client: c, APIReader: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), Now: func() time.Time { return now }}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "ro"}}); err != nil {
 		t.Fatal(err)
@@ -43,6 +37,20 @@ func TestResolveHaltsASetTooLargeForTheStatus(t *testing.T) {
 	if err := c.Get(context.Background(), client.ObjectKey{Name: "ro"}, got); err != nil {
 		t.Fatal(err)
 	}
+	return c, got
+}
+
+// A selector that came to match more nodes than the status can keep rows
+// for (nodes joined after the webhook admitted it) halts the rollout when
+// it resolves the set: nothing starts, and the message says how to split it.
+func TestResolveHaltsASetTooLargeForTheStatus(t *testing.T) {
+	ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro", UID: "u1", Finalizers: []string{nmv1alpha1.RolloutFinalizer}},
+		Spec: nmv1alpha1.NodeMaintenanceRolloutSpec{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}}}
+	var objs []client.Object
+	for i := range 6000 {
+		objs = append(objs, readyNode(cloudNodeName(i)))
+	}
+	c, got := onePass(t, ro, objs...)
 	if got.Status.Phase != nmv1alpha1.RolloutHalted || !strings.Contains(got.Status.Message, "has 6000 nodes, more than one rollout can keep a status row for") ||
 		!strings.Contains(got.Status.Message, "nothing was started") || len(got.Status.Nodes) != 0 {
 		t.Errorf("phase %s, message %q, %d rows; want Halted before any row, saying the set is too large", got.Status.Phase, got.Status.Message, len(got.Status.Nodes))
@@ -76,15 +84,7 @@ func TestPassCompactsTheRowsOfALargeSet(t *testing.T) {
 	if len(before) <= rolloutvalidation.RowsBudget {
 		t.Fatalf("the rows take %d bytes, within the budget of %d: the test would not compact", len(before), rolloutvalidation.RowsBudget)
 	}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(append(objs, ro)...).WithStatusSubresource(ro).Build()
-	r := &RolloutReconciler{Client: c, APIReader: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), Now: func() time.Time { return now }}
-	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "ro"}}); err != nil {
-		t.Fatal(err)
-	}
-	got := &nmv1alpha1.NodeMaintenanceRollout{}
-	if err := c.Get(context.Background(), client.ObjectKey{Name: "ro"}, got); err != nil {
-		t.Fatal(err)
-	}
+	_, got := onePass(t, ro, objs...)
 	after, _ := json.Marshal(got.Status.Nodes)
 	if len(after) > rolloutvalidation.RowsBudget {
 		t.Errorf("the rows take %d bytes after the pass, more than the budget of %d", len(after), rolloutvalidation.RowsBudget)
