@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,19 +75,15 @@ func resolveNodes(ctx context.Context, r client.Reader, spec nmv1alpha1.NodeMain
 		if err != nil {
 			return nil, nil // the selector's validator says why
 		}
-		list := &corev1.NodeList{}
-		if err := r.List(ctx, list, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		names, err := nodeNames(ctx, r, client.MatchingLabelsSelector{Selector: sel})
+		if err != nil {
 			return nil, err
 		}
-		if len(list.Items) == 0 {
+		if len(names) == 0 {
 			diags.AddAttributeError(path.Root("node_selector"), "No Node Matches the Selector", fmt.Sprintf(
 				"node_selector %q selects no node of the cluster, so the rollout would maintain nothing. Check the label with "+
 					"`kubectl get nodes -l '%s'`.", metav1.FormatLabelSelector(spec.NodeSelector), metav1.FormatLabelSelector(spec.NodeSelector)))
 			return nil, nil
-		}
-		names := make([]string, 0, len(list.Items))
-		for _, n := range list.Items {
-			names = append(names, n.Name)
 		}
 		slices.Sort(names)
 		if problem := rolloutvalidation.SetSizeProblem(fmt.Sprintf("node_selector %q", sel.String()), names); problem != "" {
@@ -132,18 +127,13 @@ func missingNodes(ctx context.Context, r client.Reader, names []string) ([]strin
 		}
 		return missing, nil
 	}
-	exists := map[string]bool{}
-	list := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}}
-	for {
-		if err := r.List(ctx, list, client.Limit(500), client.Continue(list.Continue)); err != nil {
-			return nil, err
-		}
-		for i := range list.Items {
-			exists[list.Items[i].Name] = true
-		}
-		if list.Continue == "" {
-			break
-		}
+	all, err := nodeNames(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	exists := make(map[string]bool, len(all))
+	for _, name := range all {
+		exists[name] = true
 	}
 	for _, name := range names {
 		if !exists[name] {
@@ -151,6 +141,24 @@ func missingNodes(ctx context.Context, r client.Reader, names []string) ([]strin
 		}
 	}
 	return missing, nil
+}
+
+// nodeNames are the names of the nodes opts select, from their metadata
+// listed a page of 500 at a time.
+func nodeNames(ctx context.Context, r client.Reader, opts ...client.ListOption) ([]string, error) {
+	var names []string
+	list := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}}
+	for {
+		if err := r.List(ctx, list, append(opts, client.Limit(500), client.Continue(list.Continue))...); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			names = append(names, list.Items[i].Name)
+		}
+		if list.Continue == "" {
+			return names, nil
+		}
+	}
 }
 
 // nodeMetadata is the type of a Node read as metadata only.
