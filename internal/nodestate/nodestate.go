@@ -57,6 +57,22 @@ type Prior struct {
 	// uncordoned, the maintenance taints and the exclude-from-remediation
 	// label removed.
 	Adopted bool `json:"adopted,omitempty"`
+	// Pods are the node's pods as the maintenance's status counts them
+	// (totalpods, evictionPods), taken when the record is written. They are
+	// not the node's state and nothing restores them: the record is the one
+	// write made before the first eviction, so a pass that evicts pods and
+	// dies before its status write cannot make a later pass count only the
+	// pods left. Nil in a record written before they were kept, and in an
+	// adopted one.
+	Pods *PodCounts `json:"pods,omitempty"`
+}
+
+// PodCounts are a node's pods when its maintenance began.
+type PodCounts struct {
+	// Total is every pod on the node.
+	Total int `json:"total"`
+	// ToEvict are those the drain's rules evict.
+	ToEvict int `json:"toEvict"`
 }
 
 // Record captures the node's state before the maintenance touches it.

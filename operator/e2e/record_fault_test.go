@@ -75,11 +75,22 @@ func TestDeletedBetweenLeaseAndRecord(t *testing.T) {
 const refuseRecordLabel = "nodemaintenance.test/refuse-record"
 
 // refuseRecords makes the API server refuse every NodeMaintenance labelled
-// refuseRecordLabel=value that would carry a prior-state record: a
-// ValidatingAdmissionPolicy, removed at cleanup. It returns once the policy
-// is in force: a dry-run ConfigMap with the record annotation in ns, which
-// the policy also covers, is refused.
+// refuseRecordLabel=value that would carry a prior-state record.
 func refuseRecords(t *testing.T, c *testcluster.Cluster, ns, value string) {
+	t.Helper()
+	refuseWrites(t, c, ns, value, "nodemaintenances",
+		"!has(object.metadata.annotations) || !('"+nodestate.PriorStateAnnotation+"' in object.metadata.annotations)",
+		"fault test: the prior-state record is refused")
+}
+
+// refuseWrites makes the API server refuse the creates and updates of
+// resource (of NodeMaintenances: "nodemaintenances", or a subresource such
+// as "nodemaintenances/status") for objects labelled refuseRecordLabel=value
+// that expression does not allow: a ValidatingAdmissionPolicy, removed at
+// cleanup, or earlier by the function it returns. It returns once the policy
+// is in force: a dry-run ConfigMap in ns, labelled and annotated with the
+// record annotation, which the policy also covers, is refused.
+func refuseWrites(t *testing.T, c *testcluster.Cluster, ns, value, resource, expression, message string) (lift func()) {
 	t.Helper()
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: value},
@@ -88,14 +99,11 @@ func refuseRecords(t *testing.T, c *testcluster.Cluster, ns, value string) {
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{refuseRecordLabel: value}},
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{
-					rule(nmv1beta1.GroupVersion.Group, "nodemaintenances"),
+					rule(nmv1beta1.GroupVersion.Group, resource),
 					rule("", "configmaps"),
 				},
 			},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "!has(object.metadata.annotations) || !('" + nodestate.PriorStateAnnotation + "' in object.metadata.annotations)",
-				Message:    "fault test: the prior-state record is refused",
-			}},
+			Validations: []admissionregistrationv1.Validation{{Expression: expression, Message: message}},
 		},
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
@@ -103,18 +111,27 @@ func refuseRecords(t *testing.T, c *testcluster.Cluster, ns, value string) {
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: value,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
 	}
-	for _, obj := range []client.Object{policy, binding} {
+	objs := []client.Object{binding, policy}
+	lift = func() {
+		for _, obj := range objs {
+			if err := c.Client.Delete(bg(), obj); client.IgnoreNotFound(err) != nil {
+				t.Errorf("delete %T %s: %v", obj, value, err)
+			}
+		}
+	}
+	for _, obj := range objs {
 		if err := c.Client.Create(bg(), obj); err != nil {
 			t.Fatalf("create %T %s: %v", obj, value, err)
 		}
-		t.Cleanup(func() { _ = c.Client.Delete(bg(), obj) })
 	}
+	t.Cleanup(lift)
 	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: value,
 		Labels: map[string]string{refuseRecordLabel: value}, Annotations: map[string]string{nodestate.PriorStateAnnotation: "{}"}}}
 	testcluster.WaitFor(t, time.Minute, "the ValidatingAdmissionPolicy "+value+" to be in force", func(ctx context.Context) (bool, error) {
 		err := c.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		return err != nil && strings.Contains(err.Error(), "prior-state record is refused"), nil
+		return err != nil && strings.Contains(err.Error(), message), nil
 	})
+	return lift
 }
 
 func rule(group, resource string) admissionregistrationv1.NamedRuleWithOperations {
@@ -122,4 +139,42 @@ func rule(group, resource string) admissionregistrationv1.NamedRuleWithOperation
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{resource}},
 	}}
+}
+
+// The pass that cordons a node and evicts its first pods may never write its
+// status: the API server refuses it here (as it is never made by an operator
+// that dies first). The operator goes on evicting, one pod at a time as the
+// budget allows, with every status write refused; once the writes are
+// accepted again, the status counts every pod the drain started with, from
+// the prior-state record, not the pods left.
+func TestStatusRefusedAfterTheFirstEvictions(t *testing.T) {
+	c := testcluster.Get(t)
+	const pods = 6
+	ns, node := slowDrain(t, c, "svc", pods, 2*time.Second)
+	before := settledStateOf(t, c, node)
+	label := testcluster.UniqueName(t, "refuse-status")
+	lift := refuseWrites(t, c, ns, label, "nodemaintenances/status", "false", "fault test: the status is refused")
+
+	name := testcluster.UniqueName(t, "no-status")
+	nm := &nmv1beta1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{refuseRecordLabel: label}},
+		Spec:       nmv1beta1.NodeMaintenanceSpec{NodeName: node, Reason: "fault test"},
+	}
+	if err := c.Client.Create(bg(), nm); err != nil {
+		t.Fatalf("create NodeMaintenance %s: %v", name, err)
+	}
+	t.Cleanup(func() { deleteMaintenance(t, c, name) })
+	// Evicted pods count until they are gone: wait for two to be.
+	testcluster.WaitFor(t, phaseTimeout, "two pods of "+ns+" evicted and gone from node "+node, func(ctx context.Context) (bool, error) {
+		left := &corev1.PodList{}
+		if err := c.Client.List(ctx, left, client.InNamespace(ns), client.MatchingFields{"spec.nodeName": node}); err != nil {
+			return false, err
+		}
+		return len(left.Items) <= pods-2, nil
+	})
+	if got := getMaintenance(t, c, name); got.Status.Phase != "" || got.Status.TotalPods != 0 {
+		t.Fatalf("NodeMaintenance %s has a status (%+v) although the API server refuses it", name, got.Status)
+	}
+	lift()
+	finishSlowDrain(t, c, name, ns, node, pods, before, "refused status writes")
 }

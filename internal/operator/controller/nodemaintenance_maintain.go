@@ -43,7 +43,7 @@ func (r *NodeMaintenanceReconciler) observe() []phase {
 
 // holdPods starts the informer of the node's pods: from here on the
 // maintenance may drain, and the informer's first list comes in while the
-// pass takes the lease and cordons the node.
+// pass takes the lease, before the record counts the pods (countPods).
 func (r *NodeMaintenanceReconciler) holdPods(_ context.Context, s *scope) (ctrl.Result, error) {
 	r.Pods.Hold(s.nm.Name, s.nm.Spec.NodeName)
 	return ctrl.Result{}, nil
@@ -106,12 +106,18 @@ func (r *NodeMaintenanceReconciler) guard(ctx context.Context, s *scope) (ctrl.R
 // enterMaintenance records the node's prior state on the NodeMaintenance,
 // then cordons and taints the node. The record is written first, at once
 // (mid-pass), with the finalizer (writeRecord), so a crash between the two
-// can never lose it. The lease is held by then (holdLease): the record is
+// can never lose it; it carries the node's pod counts (countPods), so a
+// crash after the first evictions cannot lose them either. The lease is held by then (holdLease): the record is
 // the node as it was before any maintenance, never as another holder of
 // the lease left it.
 func (r *NodeMaintenanceReconciler) enterMaintenance(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !s.touched {
 		prior := nodestate.Record(s.node, r.now())
+		counts, res, err := r.countPods(ctx, s, prior.CordonedAt)
+		if err != nil || !res.IsZero() {
+			return res, err
+		}
+		prior.Pods = counts
 		if res, err := r.writeRecord(ctx, s, prior); err != nil || !res.IsZero() || s.ended {
 			return res, err
 		}
@@ -156,35 +162,33 @@ const (
 	podsSyncRetry = time.Second
 )
 
-// planDrain reads the node's pods and classifies them (s.plan). The pass
-// that starts the drain counts them into the status and says so in an
-// event. It ends the pass, deciding nothing, while the node's pod informer
-// has not synced: an empty store before its first list would make the node
-// look drained.
+// planDrain reads the node's pods and classifies them (s.plan, readPlan).
+// The pass that starts the drain counts them into the status and says so in
+// an event.
 func (r *NodeMaintenanceReconciler) planDrain(ctx context.Context, s *scope) (ctrl.Result, error) {
-	wait, cancel := context.WithTimeout(ctx, podsSyncWait)
-	pods, ok := r.Pods.Pods(wait, s.node.Name)
-	cancel()
-	if !ok {
-		log.FromContext(ctx).Info("the pods of the node are not listed yet; the drain waits for them", "node", s.node.Name)
-		return ctrl.Result{RequeueAfter: podsSyncRetry}, nil
-	}
-	plan, err := drain.NewPlan(pods, r.rules(s))
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("NodeMaintenance %s: %w", s.nm.Name, err)
+	pods, plan, res, err := r.readPlan(ctx, s, r.rules(s))
+	if err != nil || !res.IsZero() {
+		return res, err
 	}
 	s.plan = plan
 	if s.prior.Adopted && s.status.TotalPods == 0 && s.status.EvictionPods > 0 {
 		// The counts the other operator wrote are kept, but for its totalpods.
 		s.status.TotalPods = adoptedTotal(len(pods), s.status.EvictionPods, len(plan.Pending()))
 	}
-	// The counts are taken when the drain starts: the pass that first touches
-	// the node (a wait for the lease before it may already have set the
-	// phase), or a later one if that pass could not write its status.
+	// The counts are taken when the drain starts: by the pass that first
+	// touches the node (a wait for the lease before it may already have set
+	// the phase), from the node as it cordoned it. A later pass finds none
+	// when that pass could not write its status, and takes the record's.
 	if !s.touched || (s.status.TotalPods == 0 && s.status.EvictionPods == 0) {
 		s.status.Phase = nmv1beta1.MaintenanceRunning
 		s.status.TotalPods = len(pods)
 		s.status.EvictionPods = len(plan.Pending())
+		if c := s.prior.Pods; c != nil && s.touched {
+			// The pass that wrote the record evicted pods and never wrote
+			// its status (it died, or its write was refused): the pods
+			// left are not what the drain started with; the record's are.
+			s.status.TotalPods, s.status.EvictionPods = c.Total, c.ToEvict
+		}
 		msg := fmt.Sprintf("Maintenance of node %s started: %d pods on the node, %d to evict", s.node.Name, s.status.TotalPods, s.status.EvictionPods)
 		if staying := plan.SkippedSummary(); staying != "" {
 			msg += "; staying: " + staying
@@ -192,6 +196,39 @@ func (r *NodeMaintenanceReconciler) planDrain(ctx context.Context, s *scope) (ct
 		r.Recorder.Eventf(s.nm, nil, corev1.EventTypeNormal, ReasonBeginMaintenance, "BeginMaintenance", "%s", msg)
 	}
 	return ctrl.Result{}, nil
+}
+
+// readPlan reads the node's pods and classifies them by rules. Until the
+// node's pod informer has synced it waits up to podsSyncWait, then ends the
+// pass (a non-zero result) deciding nothing: an empty store before its first
+// list would make the node look drained.
+func (r *NodeMaintenanceReconciler) readPlan(ctx context.Context, s *scope, rules drain.Rules) ([]corev1.Pod, drain.Plan, ctrl.Result, error) {
+	wait, cancel := context.WithTimeout(ctx, podsSyncWait)
+	pods, ok := r.Pods.Pods(wait, s.node.Name)
+	cancel()
+	if !ok {
+		log.FromContext(ctx).Info("the pods of the node are not listed yet; the drain waits for them", "node", s.node.Name)
+		return nil, drain.Plan{}, ctrl.Result{RequeueAfter: podsSyncRetry}, nil
+	}
+	plan, err := drain.NewPlan(pods, rules)
+	if err != nil {
+		return nil, drain.Plan{}, ctrl.Result{}, fmt.Errorf("NodeMaintenance %s: %w", s.nm.Name, err)
+	}
+	return pods, plan, ctrl.Result{}, nil
+}
+
+// countPods counts the node's pods for the prior-state record, as planDrain
+// will count them into the status, with the cordon the record is about to
+// date. The pod informer was started by holdPods and has mostly synced while
+// the pass took the lease, so this rarely waits.
+func (r *NodeMaintenanceReconciler) countPods(ctx context.Context, s *scope, cordonedAt time.Time) (*nodestate.PodCounts, ctrl.Result, error) {
+	rules := r.rules(s)
+	rules.CordonedAt = cordonedAt
+	pods, plan, res, err := r.readPlan(ctx, s, rules)
+	if err != nil || !res.IsZero() {
+		return nil, res, err
+	}
+	return &nodestate.PodCounts{Total: len(pods), ToEvict: len(plan.Pending())}, ctrl.Result{}, nil
 }
 
 // evictRound makes one round of evictions (s.round) and counts it in the

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodepods"
 )
 
@@ -106,10 +107,11 @@ func waitForChangeOf(t *testing.T, pods *nodepods.Cache, node string) {
 
 // The drain's safety: while the informer of the node's pods has not taken
 // in its first list, its empty store must not make the node look drained. A
-// pass cordons the node, then ends with a short requeue: no eviction, no pod
-// counts, and above all no Succeeded. Once the list is in, the informer's
-// sync wakes the maintenance and the next pass drains; the pod's deletion,
-// seen by the informer, lets the drain succeed.
+// pass ends with a short requeue before it records or cordons anything (the
+// record counts the node's pods): no eviction, no pod counts, and above all
+// no Succeeded. Once the list is in, the informer's sync wakes the
+// maintenance and the next pass cordons and drains; the pod's deletion, seen
+// by the informer, lets the drain succeed.
 func TestReconcileNeverPlansFromPodsNotListedYet(t *testing.T) {
 	e := newReconcileEnv(t, interceptor.Funcs{}, testObjects()...)
 	var evicted []string
@@ -134,8 +136,11 @@ func TestReconcileNeverPlansFromPodsNotListedYet(t *testing.T) {
 		if nm.Status.Phase == nmv1beta1.MaintenanceSucceeded || nm.Status.TotalPods != 0 || nm.Status.EvictionPods != 0 || len(evicted) != 0 {
 			t.Fatalf("pass %d before the first list decided from no answer: status %+v, evicted %v", pass, nm.Status, evicted)
 		}
+		if _, recorded := nm.Annotations[nodestate.PriorStateAnnotation]; recorded {
+			t.Fatalf("pass %d before the first list wrote the prior-state record without the pods to count in it", pass)
+		}
 	}
-	assertInMaintenance(t, e.node(), true)
+	assertInMaintenance(t, e.node(), false)
 
 	close(api.open)
 	waitForChangeOf(t, pods, testNode)
@@ -144,6 +149,7 @@ func TestReconcileNeverPlansFromPodsNotListedYet(t *testing.T) {
 	if nm.Status.Phase != nmv1beta1.MaintenanceRunning || nm.Status.TotalPods != 1 || nm.Status.EvictionPods != 1 || len(evicted) != 1 || evicted[0] != "shop/web-1" {
 		t.Fatalf("the pass after the first list: status %+v, evicted %v; want Running with shop/web-1 counted and evicted", nm.Status, evicted)
 	}
+	assertInMaintenance(t, e.node(), true)
 
 	for api.watching() == nil {
 		time.Sleep(10 * time.Millisecond)

@@ -632,3 +632,51 @@ func TestReconcileRecordWriteOfADeletedMaintenanceReleasesTheLease(t *testing.T)
 	}
 	assertInMaintenance(t, e.node(), false)
 }
+
+// The pass that cordons the node and evicts its first pods may never write
+// its status: the operator dies, or the API server refuses the write. The
+// next pass finds no counts and the evicted pods gone; it counts the node
+// as the record has it from before the first eviction, not the pods left.
+func TestReconcileCountsThePodsEvictedBeforeALostStatusWrite(t *testing.T) {
+	objs := testObjects()
+	for _, name := range []string{"web-2", "web-3"} {
+		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, UID: types.UID("pod-" + name)},
+			Spec: corev1.PodSpec{NodeName: testNode}})
+	}
+	refuse := true
+	e := newReconcileEnv(t, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if refuse {
+				return apierrors.NewForbidden(schema.GroupResource{Group: nmv1beta1.GroupVersion.Group, Resource: "nodemaintenances/status"}, testNM, errors.New("fault test"))
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}, objs...)
+	// One pod at a time, as a budget of maxUnavailable 1 allows.
+	evicted := 0
+	e.evict = func(pod *corev1.Pod) error {
+		if evicted == 1 {
+			return pdbRefusal(pod)
+		}
+		evicted++
+		return e.c.Delete(context.Background(), pod)
+	}
+	if _, err := e.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: testNM}}); err == nil {
+		t.Fatal("the pass whose status write was refused returned no error")
+	}
+	if evicted != 1 {
+		t.Fatalf("%d pods evicted by the pass whose status write was refused, want 1", evicted)
+	}
+	prior, err := nodestate.Decode(e.maintenance().Annotations[nodestate.PriorStateAnnotation])
+	if err != nil || prior.Pods == nil || *prior.Pods != (nodestate.PodCounts{Total: 3, ToEvict: 3}) {
+		t.Fatalf("record after the first pass: %+v (%v), want 3 pods counted, 3 to evict", prior.Pods, err)
+	}
+
+	refuse, evicted = false, 0
+	e.reconcile()
+	got := e.maintenance().Status
+	if got.Phase != nmv1beta1.MaintenanceRunning || got.TotalPods != 3 || got.EvictionPods != 3 || len(got.PendingPods) != 2 {
+		t.Errorf("status after the lost write: phase %s, totalpods %d, evictionPods %d, pending %v; want Running, 3, 3, 2 pending",
+			got.Phase, got.TotalPods, got.EvictionPods, got.PendingPods)
+	}
+}
