@@ -273,6 +273,29 @@ func TestWebhookRejectsBadRequests(t *testing.T) {
 	})
 }
 
+// A server-side dry run (kubectl apply --dry-run=server, a GitOps tool's
+// diff) is answered as a create, and holds nothing: a create of another
+// name for the same node right after it is admitted. A dry run for a node
+// in maintenance gets the refusal a create would.
+func TestDryRunCreateHoldsNothing(t *testing.T) {
+	c := testcluster.Get(t)
+	pool := c.NewPool(t)
+	node := pool.AddNode(t, "").Name
+	dry := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: testcluster.UniqueName(t, "dry")}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: node}}
+	if err := c.Client.Create(bg(), dry, client.DryRunAll); err != nil {
+		t.Fatalf("dry run of a create for node %s refused: %v", node, err)
+	}
+	name := testcluster.UniqueName(t, "real")
+	createMaintenance(t, c, name, node, "after a dry run")
+	waitPhase(t, c, name, nmv1beta1.MaintenanceSucceeded)
+
+	again := &nmv1beta1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: testcluster.UniqueName(t, "dry")}, Spec: nmv1beta1.NodeMaintenanceSpec{NodeName: node}}
+	err := c.Client.Create(bg(), again, client.DryRunAll)
+	if want := fmt.Sprintf("node %q is already in maintenance by NodeMaintenance %q", node, name); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("dry run for a node in maintenance: %v, want %q", err, want)
+	}
+}
+
 // Two creates for one node at the same moment: exactly one is admitted.
 func TestRacingCreatesAdmitOne(t *testing.T) {
 	c := testcluster.Get(t)

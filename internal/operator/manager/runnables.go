@@ -51,13 +51,24 @@ func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Opt
 	// conditions, the rollouts' MaintenancePlanned), often one right after
 	// the other: each reads the nodes as both last wrote them.
 	recent := &nodewrites.Recent{}
-	if err := addReconciler(ctx, mgr, cfg, o, sender, admissions, recent); err != nil {
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	// The pods of the nodes being drained, and no others: slim, as the drain
+	// reads them, in one informer per node that the leader runs. The
+	// webhook starts a node's informer when it admits a create for it.
+	pods := nodepods.New(nodepods.Informers(clientset), SlimPod)
+	if err := mgr.Add(pods); err != nil {
+		return err
+	}
+	if err := addReconciler(ctx, mgr, clientset, pods, o, sender, admissions, recent); err != nil {
 		return err
 	}
 	if err := addRolloutReconciler(mgr, o, sender, recent); err != nil {
 		return err
 	}
-	validating, err := addValidator(mgr, admissions, refuseBeyond, o.Controller.AllowForceDrain, certsReady)
+	validating, err := addValidator(mgr, admissions, pods, refuseBeyond, o.Controller.AllowForceDrain, certsReady)
 	if err != nil {
 		return err
 	}
@@ -69,17 +80,7 @@ func addRunnables(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Opt
 
 // addReconciler adds the NodeMaintenance controller. sender, a Runnable of
 // the leader as the controllers that send, takes its events to --notify-url.
-func addReconciler(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, o Options, sender *notify.Sender, admissions *ledger.Ledger, recent *nodewrites.Recent) error {
-	clientset, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	// The pods of the nodes being drained, and no others: slim, as the drain
-	// reads them, in one informer per node that the leader runs.
-	pods := nodepods.New(nodepods.Informers(clientset), SlimPod)
-	if err := mgr.Add(pods); err != nil {
-		return err
-	}
+func addReconciler(ctx context.Context, mgr ctrl.Manager, clientset kubernetes.Interface, pods *nodepods.Cache, o Options, sender *notify.Sender, admissions *ledger.Ledger, recent *nodewrites.Recent) error {
 	reconciler := &controller.NodeMaintenanceReconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
@@ -126,8 +127,8 @@ func addRolloutReconciler(mgr ctrl.Manager, o Options, sender *notify.Sender, re
 // registered before), on every replica: the API server sends admission
 // requests to any ready pod behind the Service, leader or not. The channel
 // it returns is closed once both are registered.
-func addValidator(mgr ctrl.Manager, admissions *ledger.Ledger, maxUnavailable *intstr.IntOrString, allowForceDrain bool, certsReady <-chan struct{}) (<-chan struct{}, error) {
-	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(), Writer: mgr.GetClient(), Ledger: admissions, MaxUnavailable: maxUnavailable, AllowForceDrain: allowForceDrain, PreviewDrain: true}
+func addValidator(mgr ctrl.Manager, admissions *ledger.Ledger, pods *nodepods.Cache, maxUnavailable *intstr.IntOrString, allowForceDrain bool, certsReady <-chan struct{}) (<-chan struct{}, error) {
+	validator := &nmwebhook.Validator{Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(), Writer: mgr.GetClient(), Ledger: admissions, MaxUnavailable: maxUnavailable, AllowForceDrain: allowForceDrain, PreviewDrain: true, Pods: pods}
 	rollouts := &nmwebhook.RolloutValidator{Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(), Writer: mgr.GetClient(), AllowForceDrain: allowForceDrain}
 	registered := make(chan struct{})
 	return registered, mgr.Add(everyReplica(func(ctx context.Context) error {

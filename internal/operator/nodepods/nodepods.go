@@ -22,6 +22,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,6 +182,17 @@ func (c *Cache) Hold(holder, nodeName string) {
 	}
 	n.holders++
 	c.holders[holder] = nodeName
+}
+
+// Warm holds nodeName's informer for holder until ttl has passed. The
+// admission webhook warms the node of each create it admits, so that the
+// informer's first list is in, or on its way, by the time the maintenance's
+// first pass counts the node's pods: that pass holds the node itself, and
+// the warm-up's end does not stop the informer then. A create the API
+// server never stores lets go of its node after ttl.
+func (c *Cache) Warm(holder, nodeName string, ttl time.Duration) {
+	c.Hold(holder, nodeName)
+	time.AfterFunc(ttl, func() { c.Release(holder) })
 }
 
 // Release lets go of the node holder holds, if any; the node's informer

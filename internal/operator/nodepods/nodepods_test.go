@@ -303,3 +303,35 @@ func TestPodsOfListsThenWatchesTheNodesPods(t *testing.T) {
 		t.Errorf("lists at resourceVersion and limit %v, want one consistent list without a limit", versions)
 	}
 }
+
+// A warm-up starts the node's informer at once and lets go of it after its
+// time: the informer stops then unless a maintenance holds the node.
+func TestWarmHoldsTheNodeForItsTime(t *testing.T) {
+	api := newFakeAPI(pod("node-a", "shop", "web-1"), pod("node-b", "shop", "db-1"))
+	api.list("node-a")
+	api.list("node-b")
+	c := startCache(t, api, nil)
+	const ttl = 200 * time.Millisecond
+	c.Warm("admission/maintain-a", "node-a", ttl)
+	c.Warm("admission/maintain-b", "node-b", ttl)
+	c.Hold("maintain-b", "node-b") // the maintenance's first pass
+	for _, node := range []string{"node-a", "node-b"} {
+		if pods, ok := c.Pods(shortly(t), node); !ok || len(pods) != 1 {
+			t.Fatalf("pods of the warmed %s: %v, %v; want its one pod", node, names(pods), ok)
+		}
+	}
+
+	deadline := time.Now().Add(10 * time.Second)
+	for api.stops("node-a") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("node-a's informer still runs after its warm-up ended, with nobody holding it")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, ok := c.Pods(shortly(t), "node-a"); ok {
+		t.Fatal("node-a's pods still answer after its warm-up ended")
+	}
+	if _, ok := c.Pods(shortly(t), "node-b"); !ok || api.stops("node-b") != 0 {
+		t.Fatal("node-b's informer stopped with its warm-up, although maintain-b holds it")
+	}
+}

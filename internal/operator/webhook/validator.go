@@ -73,6 +73,11 @@ type Validator struct {
 	// PreviewDrain adds what a drain of the node would do now, and its risks,
 	// to the warnings of an admitted create (previewWarnings).
 	PreviewDrain bool
+	// Pods, when set, starts the informer of the node of each admitted
+	// create (nodepods.Cache.Warm) while the API server stores it: the
+	// maintenance's first pass then finds the node's pods listed, or their
+	// list under way, instead of starting it.
+	Pods PodsWarmer
 	// Now is the clock, for tests.
 	Now func() time.Time
 
@@ -110,7 +115,10 @@ func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 			preview = make(chan admission.Warnings, 1)
 			go func() { preview <- v.previewWarnings(previewCtx, nm, known) }()
 		}
-		if err = v.admitCreate(ctx, nm); err == nil && preview != nil {
+		if err = v.admitCreate(ctx, nm); err == nil && v.Pods != nil && !dryRun(ctx) {
+			v.Pods.Warm(warmHolder+nm.Name, nm.Spec.NodeName, warmFor)
+		}
+		if err == nil && preview != nil {
 			warnings = <-preview
 		}
 	}
@@ -121,6 +129,26 @@ func (v *Validator) ValidateCreate(ctx context.Context, nm *nmv1beta1.NodeMainte
 		log.Info("admitted a NodeMaintenance create")
 	}
 	return warnings, err
+}
+
+// PodsWarmer starts the informer of a node's pods for a while
+// (nodepods.Cache).
+type PodsWarmer interface {
+	Warm(holder, nodeName string, ttl time.Duration)
+}
+
+// An admitted create warms its node's pods under the holder warmHolder+its
+// name (a name has no "/"), for warmFor: the API server stores the object
+// and the controller's first pass holds the node within moments.
+const (
+	warmHolder = "admission/"
+	warmFor    = 30 * time.Second
+)
+
+// dryRun reports an admission request the API server will not store.
+func dryRun(ctx context.Context) bool {
+	req, err := admission.RequestFromContext(ctx)
+	return err == nil && req.DryRun != nil && *req.DryRun
 }
 
 // rolloutChild reports a NodeMaintenance a NodeMaintenanceRollout
@@ -165,6 +193,15 @@ func (v *Validator) checkCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenan
 // server's watch cache (about 100 ms each when NodeMaintenances were not
 // written lately), and 50 creates at once would wait seconds.
 func (v *Validator) admitCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenance) error {
+	if dryRun(ctx) {
+		// Decided as any create, and recorded nowhere: an entry in the
+		// ledger would hold the node against other creates for
+		// ledger.TTL, for an object that is never stored (a GitOps tool's
+		// server-side dry run, kubectl --dry-run=server).
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.admitAll(ctx, []*pendingCreate{{nm: nm}}, false)[0]
+	}
 	req := &pendingCreate{nm: nm, done: make(chan error, 1)}
 	v.pendingMu.Lock()
 	v.pending = append(v.pending, req)
@@ -185,7 +222,7 @@ func (v *Validator) admitCreate(ctx context.Context, nm *nmv1beta1.NodeMaintenan
 	// must not fail the others.
 	batchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
-	errs := v.admitAll(batchCtx, batch)
+	errs := v.admitAll(batchCtx, batch, true)
 	for i, r := range batch {
 		r.done <- errs[i]
 	}
@@ -202,10 +239,11 @@ type pendingCreate struct {
 	done chan error
 }
 
-// admitAll decides a batch, retrying on a ledger that changed under it.
-func (v *Validator) admitAll(ctx context.Context, batch []*pendingCreate) []error {
+// admitAll decides a batch, retrying on a ledger that changed under it;
+// record says whether the admitted creates are written to the ledger.
+func (v *Validator) admitAll(ctx context.Context, batch []*pendingCreate, record bool) []error {
 	for attempt := 1; ; attempt++ {
-		errs, err := v.admit(ctx, batch)
+		errs, err := v.admit(ctx, batch, record)
 		if err == nil {
 			return errs
 		}
@@ -224,7 +262,8 @@ func (v *Validator) admitAll(ctx context.Context, batch []*pendingCreate) []erro
 
 // admit decides a batch on one read of the ledger and the stored
 // NodeMaintenances, each create seeing those admitted before it, and
-// records the admitted ones in the ledger. It returns each create's
+// records the admitted ones in the ledger (unless record is false: a dry
+// run). It returns each create's
 // refusal (nil: admitted), or an error for the whole batch: a retryable
 // one means another admission wrote the ledger first.
 //
@@ -241,7 +280,7 @@ func (v *Validator) admitAll(ctx context.Context, batch []*pendingCreate) []erro
 // other one holds. A refusal decided on a cache (which may still show a
 // NodeMaintenance that is gone) is decided again on a consistent list
 // before it is given.
-func (v *Validator) admit(ctx context.Context, batch []*pendingCreate) ([]error, error) {
+func (v *Validator) admit(ctx context.Context, batch []*pendingCreate, record bool) ([]error, error) {
 	// The ledger is read before the list: a create admitted elsewhere is in
 	// the ledger until the list shows it. Read answers from the version this
 	// process last wrote; if another replica wrote since, the write below
@@ -260,7 +299,7 @@ func (v *Validator) admit(ctx context.Context, batch []*pendingCreate) ([]error,
 		}
 		errs, err = v.decide(ctx, batch, snap, consistent)
 	}
-	if err != nil || !slices.Contains(errs, nil) {
+	if err != nil || !slices.Contains(errs, nil) || !record {
 		return errs, err
 	}
 	return errs, admissions.Write(ctx, snap)

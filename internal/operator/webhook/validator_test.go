@@ -9,17 +9,22 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
+	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/lease"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/ledger"
 )
 
@@ -296,5 +301,46 @@ func TestValidateCreateConfirmsARefusalOnTheLiveLedger(t *testing.T) {
 	// And an entry that still holds its node still refuses.
 	if _, err := v.ValidateCreate(ctx, nm("third", "node01")); err == nil || !strings.Contains(err.Error(), `by NodeMaintenance "second"`) {
 		t.Fatalf("create for a node the ledger holds: %v, want it refused", err)
+	}
+}
+
+// warmed records the nodes the validator warms.
+type warmed struct{ got []string }
+
+func (w *warmed) Warm(holder, node string, ttl time.Duration) {
+	w.got = append(w.got, fmt.Sprintf("%s %s %v", holder, node, ttl))
+}
+
+// A server-side dry run is decided as a create, and records nothing: no
+// ledger entry holds the node against another create, and no informer of
+// its pods is started. An admitted create warms its node's pods.
+func TestValidateCreateOfADryRunRecordsNothing(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = nmv1beta1.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithRuntimeObjects(readyNode("node01"), readyNode("node02")).Build()
+	w := &warmed{}
+	v := &Validator{Reader: c, Writer: c, Pods: w}
+	dry := admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{DryRun: ptr.To(true)}})
+	real := admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{DryRun: ptr.To(false)}})
+
+	if _, err := v.ValidateCreate(dry, nm("dry", "node01")); err != nil {
+		t.Fatalf("dry run refused: %v", err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: lease.Namespace, Name: ledger.LedgerName}, &coordinationv1.Lease{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the admission ledger after a dry run: %v, want none written", err)
+	}
+	if _, err := v.ValidateCreate(real, nm("real", "node01")); err != nil {
+		t.Fatalf("a create after another name's dry run for the same node refused: %v", err)
+	}
+	if want := []string{"admission/real node01 30s"}; !slices.Equal(w.got, want) {
+		t.Errorf("warmed %q, want %q", w.got, want)
+	}
+	_, err := v.ValidateCreate(dry, nm("dry-again", "node01"))
+	if err == nil || !strings.Contains(err.Error(), `already in maintenance by NodeMaintenance "real"`) {
+		t.Errorf("dry run for a node just admitted: %v, want the refusal a create gets", err)
+	}
+	if len(w.got) != 1 {
+		t.Errorf("warmed %q after a dry run, want only the admitted create's node", w.got)
 	}
 }
