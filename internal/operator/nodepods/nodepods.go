@@ -189,7 +189,8 @@ func (c *Cache) Hold(holder, nodeName string) {
 // informer's first list is in, or on its way, by the time the maintenance's
 // first pass counts the node's pods: that pass holds the node itself, and
 // the warm-up's end does not stop the informer then. A create the API
-// server never stores lets go of its node after ttl.
+// server never stores, or one the controller queues (--max-unavailable),
+// lets go of its node after ttl.
 func (c *Cache) Warm(holder, nodeName string, ttl time.Duration) {
 	c.Hold(holder, nodeName)
 	time.AfterFunc(ttl, func() { c.Release(holder) })

@@ -139,10 +139,12 @@ type PodsWarmer interface {
 
 // An admitted create warms its node's pods under the holder warmHolder+its
 // name (a name has no "/"), for warmFor: the API server stores the object
-// and the controller's first pass holds the node within moments.
+// and the controller's first pass holds the node within moments (the
+// ledger gives the store as long: ledger.TTL). Longer would keep the
+// informer of a fast drain's node running after its maintenance let go.
 const (
 	warmHolder = "admission/"
-	warmFor    = 30 * time.Second
+	warmFor    = ledger.TTL
 )
 
 // dryRun reports an admission request the API server will not store.

@@ -333,7 +333,7 @@ func TestValidateCreateOfADryRunRecordsNothing(t *testing.T) {
 	if _, err := v.ValidateCreate(real, nm("real", "node01")); err != nil {
 		t.Fatalf("a create after another name's dry run for the same node refused: %v", err)
 	}
-	if want := []string{"admission/real node01 30s"}; !slices.Equal(w.got, want) {
+	if want := []string{"admission/real node01 10s"}; !slices.Equal(w.got, want) {
 		t.Errorf("warmed %q, want %q", w.got, want)
 	}
 	_, err := v.ValidateCreate(dry, nm("dry-again", "node01"))
