@@ -107,9 +107,9 @@ func (r *NodeMaintenanceReconciler) guard(ctx context.Context, s *scope) (ctrl.R
 // then cordons and taints the node. The record is written first, at once
 // (mid-pass), with the finalizer (writeRecord), so a crash between the two
 // can never lose it; it carries the node's pod counts (countPods), so a
-// crash after the first evictions cannot lose them either. The lease is held by then (holdLease): the record is
-// the node as it was before any maintenance, never as another holder of
-// the lease left it.
+// crash after the first evictions cannot lose them either. The lease is
+// held by then (holdLease): the record is the node as it was before any
+// maintenance, never as another holder of the lease left it.
 func (r *NodeMaintenanceReconciler) enterMaintenance(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !s.touched {
 		prior := nodestate.Record(s.node, r.now())

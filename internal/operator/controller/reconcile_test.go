@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -652,9 +653,13 @@ func TestReconcileCountsThePodsEvictedBeforeALostStatusWrite(t *testing.T) {
 			return c.SubResource(sub).Update(ctx, obj, opts...)
 		},
 	}, objs...)
-	// One pod at a time, as a budget of maxUnavailable 1 allows.
+	// One pod a pass, as a budget of maxUnavailable 1 allows (the round's
+	// evictions are made in parallel).
+	var mu sync.Mutex
 	evicted := 0
 	e.evict = func(pod *corev1.Pod) error {
+		mu.Lock()
+		defer mu.Unlock()
 		if evicted == 1 {
 			return pdbRefusal(pod)
 		}
