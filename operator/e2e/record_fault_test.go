@@ -36,7 +36,7 @@ func TestDeletedBetweenLeaseAndRecord(t *testing.T) {
 	refuseRecords(t, c, ns, label)
 
 	name := testcluster.UniqueName(t, "window")
-	nm := createRefused(t, c, name, node, label)
+	nm := createUnderPolicy(t, c, name, node, label)
 	testcluster.WaitFor(t, phaseTimeout, "the lease of node "+node+" owned by "+name, func(context.Context) (bool, error) {
 		l, err := getLease(c, node)
 		if apierrors.IsNotFound(err) {
@@ -64,9 +64,9 @@ func TestDeletedBetweenLeaseAndRecord(t *testing.T) {
 	c.WaitRunningPods(t, ns, "svc", node, 3)
 }
 
-// createRefused creates NodeMaintenance name for node, labelled for the
+// createUnderPolicy creates NodeMaintenance name for node, labelled for the
 // policy of refuseWrites(..., label, ...), and deletes it at cleanup.
-func createRefused(t *testing.T, c *testcluster.Cluster, name, node, label string) *nmv1beta1.NodeMaintenance {
+func createUnderPolicy(t *testing.T, c *testcluster.Cluster, name, node, label string) *nmv1beta1.NodeMaintenance {
 	t.Helper()
 	nm := &nmv1beta1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{refuseRecordLabel: label}},
@@ -164,7 +164,7 @@ func TestStatusRefusedAfterTheFirstEvictions(t *testing.T) {
 	lift := refuseWrites(t, c, ns, label, "nodemaintenances/status", "false", "fault test: the status is refused")
 
 	name := testcluster.UniqueName(t, "no-status")
-	createRefused(t, c, name, node, label)
+	createUnderPolicy(t, c, name, node, label)
 	// Evicted pods count until they are gone: wait for two to be.
 	testcluster.WaitFor(t, phaseTimeout, "two pods of "+ns+" evicted and gone from node "+node, func(ctx context.Context) (bool, error) {
 		left := &corev1.PodList{}
