@@ -56,6 +56,11 @@ func Message(format string, args ...any) string {
 	return ConditionMarker + fmt.Sprintf(format, args...)
 }
 
+// PlannedBy begins the message of the MaintenancePlanned conditions that
+// NodeMaintenanceRollout rollout writes: what tells them from anyone
+// else's, another rollout's included.
+func PlannedBy(rollout string) string { return Message("NodeMaintenanceRollout %s ", rollout) }
+
 // Stage is where a maintenance is, as its node's conditions say.
 type Stage int
 

@@ -9,7 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,13 +233,16 @@ func assertForeignPlanned(t *testing.T, c *testcluster.Cluster, node string, for
 }
 
 // A rollout of three nodes, maxUnavailable 1: the Waiting nodes carry
-// MaintenancePlanned=True, a node loses it when it starts, and none has it
+// MaintenancePlanned=True, a node's maintenance takes it off in the write
+// that first says MaintenanceInProgress (every version of the node says
+// one of the two, never both, while it starts), and none has it
 // once the rollout succeeded; a foreign MaintenancePlanned is left as it
 // is, and every node ends as it was.
 func TestRolloutMaintenancePlanned(t *testing.T) {
 	c := testcluster.Get(t)
 	ns := c.Namespace(t)
 	nodes, before, foreign, ro := heldRollout(t, c, ns)
+	seen := watchOurConditions(t, c, nodes[1])
 	setPDBMaxUnavailable(t, c, ns, "held", 1)
 	// The second node starts next and loses the condition.
 	testcluster.WaitFor(t, 2*phaseTimeout, "node "+nodes[1]+" started without MaintenancePlanned", func(ctx context.Context) (bool, error) {
@@ -247,6 +252,7 @@ func TestRolloutMaintenancePlanned(t *testing.T) {
 		return !plannedBy(getNode(t, c, nodes[1]), ro.Name), nil
 	})
 	waitRollout(t, c, 2*time.Minute, ro.Name, "to succeed", rolloutPhase(nmv1alpha1.RolloutSucceeded))
+	assertHandedOver(t, nodes[1], seen())
 	for _, n := range nodes {
 		if ours := ourConditions(getNode(t, c, n)); ours != "" {
 			t.Errorf("node %s still carries the operator's lifecycle conditions after the rollout: %s", n, ours)
@@ -254,6 +260,70 @@ func TestRolloutMaintenancePlanned(t *testing.T) {
 	}
 	assertForeignPlanned(t, c, nodes[2], foreign)
 	assertRestoredAll(t, c, before)
+}
+
+// watchOurConditions watches the node from its current version on, and
+// returns what collects the operator's lifecycle conditions of every
+// version the watch saw (ourConditions' form), a change at a time: a watch
+// from a resourceVersion misses none of the node's versions.
+func watchOurConditions(t *testing.T, c *testcluster.Cluster, node string) (seen func() []string) {
+	t.Helper()
+	n := getNode(t, c, node)
+	ctx, cancel := context.WithCancel(bg())
+	w, err := c.Clientset.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node, ResourceVersion: n.ResourceVersion})
+	if err != nil {
+		cancel()
+		t.Fatalf("watch node %s: %v", node, err)
+	}
+	var mu sync.Mutex
+	states := []string{ourConditions(n)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			got, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			if state := ourConditions(got); state != states[len(states)-1] {
+				states = append(states, state)
+			}
+			mu.Unlock()
+		}
+	}()
+	stop := func() {
+		cancel()
+		w.Stop()
+		<-done
+	}
+	t.Cleanup(stop)
+	return func() []string {
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(states)
+	}
+}
+
+// assertHandedOver checks the node's lifecycle conditions, in the order
+// its versions said them, for the handover of MaintenancePlanned from the
+// rollout to the node's maintenance: planned in every version until the
+// first that says MaintenanceInProgress, and that one and the later ones
+// no longer planned. A node that went from planned to neither, or that
+// said both, fails.
+func assertHandedOver(t *testing.T, node string, states []string) {
+	t.Helper()
+	first := slices.IndexFunc(states, func(s string) bool { return strings.Contains(s, string(corev1.NodeMaintenanceInProgress)+"=True") })
+	if first < 0 {
+		t.Fatalf("node %s never said MaintenanceInProgress; its lifecycle conditions went %q", node, states)
+	}
+	for i, s := range states {
+		if planned := strings.Contains(s, string(corev1.NodeMaintenancePlanned)+"=True"); planned != (i < first) {
+			t.Fatalf("node %s: MaintenancePlanned is not handed over to MaintenanceInProgress in one write; its lifecycle conditions went %q", node, states)
+		}
+	}
+	t.Logf("node %s's lifecycle conditions went %q", node, states)
 }
 
 // A rollout deleted mid-way takes its MaintenancePlanned off the nodes it

@@ -2,12 +2,17 @@ package controller
 
 import (
 	"context"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
+	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodeconditions"
 )
@@ -16,8 +21,12 @@ import (
 // (nodestate.MaintenanceConditions has the table): MaintenanceInProgress
 // from the cordon on, DrainInProgress while the drain goes on, Drained once
 // it is over; the restore gives back what was there before
-// (nodestate.RestoreConditions). They only report: a pass whose write of
-// them fails says so in the log and goes on, and the next pass writes them.
+// (nodestate.RestoreConditions). The maintenance of a rollout's node also
+// takes that rollout's MaintenancePlanned off, in the same patch: the
+// rollout hands it over when it creates the maintenance, so that the node
+// goes from planned to in progress in one write. They only report: a pass
+// whose write of them fails says so in the log and goes on, and the next
+// pass writes them.
 //
 // +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch
 
@@ -43,17 +52,40 @@ func (r *NodeMaintenanceReconciler) markDrained(ctx context.Context, s *scope) (
 }
 
 // markNode writes the conditions of stage over the node's, where the
-// maintenance may (nodestate.Prior.MayWrite): a failure is logged, not
-// returned, so that the drain never waits for a report of itself.
+// maintenance may (nodestate.Prior.MayWrite), and removes the
+// MaintenancePlanned of the rollout that owns the maintenance, if any: a
+// failure is logged, not returned, so that the drain never waits for a
+// report of itself.
 func (r *NodeMaintenanceReconciler) markNode(ctx context.Context, s *scope, stage nodestate.Stage) {
 	want := nodestate.MaintenanceConditions(s.nm.Name, stage)
+	rollout := rolloutOf(s.nm)
+	planned := func(c corev1.NodeCondition) bool {
+		return rollout != "" && strings.HasPrefix(c.Message, nodestate.PlannedBy(rollout))
+	}
 	_, err := nodeconditions.Patch(ctx, r.Client, r.APIReader, r.Recent, s.nm.Spec.NodeName, func(n *corev1.Node) []nodestate.ConditionEdit {
-		return nodestate.SetConditions(n.Status.Conditions, want, s.prior.MayWrite, r.now())
+		edits := nodestate.SetConditions(n.Status.Conditions, want, s.prior.MayWrite, r.now())
+		return append(edits, nodestate.RemoveConditions(n.Status.Conditions, plannedType, planned)...)
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		log.FromContext(ctx).Error(err, "the node's lifecycle conditions are not written; the next pass tries again",
 			"node", s.nm.Spec.NodeName, "nodeMaintenance", s.nm.Name)
 	}
+}
+
+// plannedType is the condition a rollout plans its nodes with.
+var plannedType = []corev1.NodeConditionType{corev1.NodeMaintenancePlanned}
+
+// rolloutOf is the name of the NodeMaintenanceRollout that created nm (its
+// controller reference), or "" for a NodeMaintenance of its own.
+func rolloutOf(nm *nmv1beta1.NodeMaintenance) string {
+	ref := metav1.GetControllerOf(nm)
+	if ref == nil || ref.Kind != nmv1alpha1.RolloutKind {
+		return ""
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != nmv1alpha1.GroupVersion.Group {
+		return ""
+	}
+	return ref.Name
 }
 
 // restoreConditions gives the node back the lifecycle conditions prior

@@ -108,9 +108,10 @@
 //   - Node condition MaintenancePlanned (KEP-5683; rollout_planned.go): True
 //     on each Waiting node while the rollout is Progressing or Paused
 //     (reason MaintenanceWindow with spec.window, AdminRequested without),
-//     removed when the node starts and from every node when the rollout
-//     halts, succeeds or is deleted; a MaintenancePlanned someone else wrote
-//     is left alone.
+//     handed to the node's child when it starts (the child takes it off in
+//     the patch that first says MaintenanceInProgress), removed from a node
+//     past Draining and from every node when the rollout halts, succeeds or
+//     is deleted; a MaintenancePlanned someone else wrote is left alone.
 //
 // A pass is a list of phases run in order, as in the NodeMaintenance
 // controller. The files follow it: controller (types, Reconcile, the

@@ -88,3 +88,53 @@ func plannedOf(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition
 	}
 	return nil
 }
+
+// markPlanned plans the Waiting nodes, leaves a Draining node's
+// MaintenancePlanned to its child (which takes it off when it first says
+// MaintenanceInProgress), and takes it off every other node; once the
+// rollout halts, off every node, the Draining ones included.
+func TestMarkPlannedHandsADrainingNodeToItsChild(t *testing.T) {
+	ro := &nmv1alpha1.NodeMaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro"}}
+	rows := []nmv1alpha1.RolloutNode{
+		{Name: "waiting", State: nmv1alpha1.NodeWaiting, Wave: 2},
+		{Name: "draining", State: nmv1alpha1.NodeDraining, Wave: 1},
+		{Name: "restoring", State: nmv1alpha1.NodeRestoring, Wave: 1},
+		{Name: "failed", State: nmv1alpha1.NodeFailed, Wave: 1},
+	}
+	var objs []client.Object
+	for _, row := range rows {
+		n := readyNode(row.Name)
+		n.Status.Conditions = append(n.Status.Conditions, planned(ro, row.Wave))
+		objs = append(objs, n)
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(&corev1.Node{}).Build()
+	r := &RolloutReconciler{Client: c, APIReader: c}
+	ctx := context.Background()
+	mark := func(phase nmv1alpha1.RolloutPhase) map[string]bool {
+		t.Helper()
+		s := &scope{ro: ro, status: &nmv1alpha1.NodeMaintenanceRolloutStatus{Phase: phase, Nodes: rows}, obs: map[string]observed{}}
+		for _, o := range objs {
+			s.obs[o.GetName()] = observed{node: o.(*corev1.Node)}
+		}
+		if _, err := r.markPlanned(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, row := range rows {
+			n := &corev1.Node{}
+			if err := c.Get(ctx, client.ObjectKey{Name: row.Name}, n); err != nil {
+				t.Fatal(err)
+			}
+			got[row.Name] = plannedOf(n, corev1.NodeMaintenancePlanned) != nil
+		}
+		return got
+	}
+	want := map[string]bool{"waiting": true, "draining": true, "restoring": false, "failed": false}
+	if got := mark(nmv1alpha1.RolloutProgressing); !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("Progressing: nodes planned %v, want %v", got, want)
+	}
+	want = map[string]bool{"waiting": false, "draining": false, "restoring": false, "failed": false}
+	if got := mark(nmv1alpha1.RolloutHalted); !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("Halted: nodes planned %v, want %v", got, want)
+	}
+}
