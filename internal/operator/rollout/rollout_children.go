@@ -11,7 +11,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -81,13 +80,14 @@ func (r *RolloutReconciler) newChild(ro *nmv1alpha1.NodeMaintenanceRollout, node
 // the node with the refusal; other errors are retried.
 func (r *RolloutReconciler) ensureChild(ctx context.Context, s *scope, row nmv1alpha1.RolloutNode, o observed) error {
 	if o.child != nil {
+		r.created.forget(createdKey(o.child))
 		return nil
 	}
 	nm, err := r.newChild(s.ro, row.Name)
 	if err != nil {
 		return err
 	}
-	err = r.Client.Create(ctx, nm)
+	err = r.create(ctx, nm)
 	switch {
 	case err == nil, apierrors.IsAlreadyExists(err):
 		return nil
@@ -114,40 +114,72 @@ func (r *RolloutReconciler) deleteObject(ctx context.Context, obj client.Object)
 	return nil
 }
 
-// deletedRecently is how long a deletion this process made is trusted to be
-// on its way while the cache does not show it.
-const deletedRecently = 30 * time.Second
+// writtenRecently is how long a create or a deletion this process made is
+// trusted to be on its way while the cache does not show it.
+const writtenRecently = 30 * time.Second
 
-// deletions are the objects this process deleted in the last
-// deletedRecently, by UID.
-type deletions struct {
+// recentWrites are the objects this process created or deleted in the
+// last writtenRecently, by key.
+type recentWrites[K comparable] struct {
 	mu sync.Mutex
-	at map[types.UID]time.Time
+	at map[K]time.Time
 }
 
-// recently reports whether uid was deleted within deletedRecently of now.
-func (d *deletions) recently(uid types.UID, now time.Time) bool {
+// recently reports whether k was written within writtenRecently of now.
+func (d *recentWrites[K]) recently(k K, now time.Time) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	at, ok := d.at[uid]
-	return ok && now.Sub(at) < deletedRecently
+	at, ok := d.at[k]
+	return ok && now.Sub(at) < writtenRecently
 }
 
-// add remembers that uid was deleted at now, and forgets the deletions
-// older than deletedRecently.
-func (d *deletions) add(uid types.UID, now time.Time) {
-	if uid == "" {
+// add remembers that k was written at now, and forgets the writes older
+// than writtenRecently.
+func (d *recentWrites[K]) add(k K, now time.Time) {
+	var zero K
+	if k == zero {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.at == nil {
-		d.at = map[types.UID]time.Time{}
+		d.at = map[K]time.Time{}
 	}
 	for u, at := range d.at {
-		if now.Sub(at) >= deletedRecently {
+		if now.Sub(at) >= writtenRecently {
 			delete(d.at, u)
 		}
 	}
-	d.at[uid] = now
+	d.at[k] = now
+}
+
+// forget drops k: the cache shows the write.
+func (d *recentWrites[K]) forget(k K) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.at, k)
+}
+
+// createdKey is the key of obj among the creates of this process: its Go
+// type (a child or a step Job) and its namespace and name.
+func createdKey(obj client.Object) string {
+	return fmt.Sprintf("%T %s", obj, client.ObjectKeyFromObject(obj))
+}
+
+// create creates obj, a child or a step Job, unless this process created
+// it moments ago and the cache does not show it yet: the pass after the
+// one that created it (its own status write wakes it) often reads a cache
+// that has not seen the create, and a second create only comes back
+// AlreadyExists, through the admission webhook for a child. It returns the
+// create's error, AlreadyExists included.
+func (r *RolloutReconciler) create(ctx context.Context, obj client.Object) error {
+	key := createdKey(obj)
+	if r.created.recently(key, r.now()) {
+		return nil
+	}
+	err := r.Client.Create(ctx, obj)
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		r.created.add(key, r.now())
+	}
+	return err
 }

@@ -186,8 +186,9 @@ type RolloutReconciler struct {
 	// read live or wrote (read).
 	known sync.Map
 	// deleted are the children and Jobs this controller deleted moments
-	// ago (deleteObject).
-	deleted deletions
+	// ago (deleteObject), by UID; created, those it created (create).
+	deleted recentWrites[types.UID]
+	created recentWrites[string]
 }
 
 // The rollout is read live (get) and from the cache (list, watch, for the

@@ -89,13 +89,14 @@ func maintenanceTolerations() []corev1.Toleration {
 // not exist) fails the node.
 func (r *RolloutReconciler) ensureJob(ctx context.Context, s *scope, row nmv1alpha1.RolloutNode, o observed) error {
 	if o.job != nil {
+		r.created.forget(createdKey(o.job))
 		return nil
 	}
 	job, err := r.newJob(s.ro, row.Name)
 	if err != nil {
 		return err
 	}
-	err = r.Client.Create(ctx, job)
+	err = r.create(ctx, job)
 	switch {
 	case err == nil, apierrors.IsAlreadyExists(err):
 		return nil
