@@ -4,6 +4,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -30,6 +32,17 @@ const (
 	// Job runs on.
 	RolloutNodeLabel = Group + "/node"
 )
+
+// ControllingRollout is the name of the NodeMaintenanceRollout that is
+// obj's controller (a rollout's NodeMaintenances and step Jobs), or "" when
+// no rollout is.
+func ControllingRollout(obj metav1.Object) string {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != RolloutKind || !strings.HasPrefix(ref.APIVersion, Group+"/") {
+		return ""
+	}
+	return ref.Name
+}
 
 // RolloutFailureAction is what a rollout does when a node fails.
 // +kubebuilder:validation:Enum=Halt;Continue

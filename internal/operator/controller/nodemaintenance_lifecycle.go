@@ -6,13 +6,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	nmv1alpha1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1alpha1"
-	nmv1beta1 "github.com/nodemaintenance/terraform-provider-nodemaintenance/api/v1beta1"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/nodestate"
 	"github.com/nodemaintenance/terraform-provider-nodemaintenance/internal/operator/nodeconditions"
 )
@@ -58,7 +55,7 @@ func (r *NodeMaintenanceReconciler) markDrained(ctx context.Context, s *scope) (
 // report of itself.
 func (r *NodeMaintenanceReconciler) markNode(ctx context.Context, s *scope, stage nodestate.Stage) {
 	want := nodestate.MaintenanceConditions(s.nm.Name, stage)
-	rollout := rolloutOf(s.nm)
+	rollout := nmv1alpha1.ControllingRollout(s.nm)
 	planned := func(c corev1.NodeCondition) bool {
 		return rollout != "" && strings.HasPrefix(c.Message, nodestate.PlannedBy(rollout))
 	}
@@ -74,19 +71,6 @@ func (r *NodeMaintenanceReconciler) markNode(ctx context.Context, s *scope, stag
 
 // plannedType is the condition a rollout plans its nodes with.
 var plannedType = []corev1.NodeConditionType{corev1.NodeMaintenancePlanned}
-
-// rolloutOf is the name of the NodeMaintenanceRollout that created nm (its
-// controller reference), or "" for a NodeMaintenance of its own.
-func rolloutOf(nm *nmv1beta1.NodeMaintenance) string {
-	ref := metav1.GetControllerOf(nm)
-	if ref == nil || ref.Kind != nmv1alpha1.RolloutKind {
-		return ""
-	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != nmv1alpha1.GroupVersion.Group {
-		return ""
-	}
-	return ref.Name
-}
 
 // restoreConditions gives the node back the lifecycle conditions prior
 // recorded (nodestate.RestoreConditions). Unlike markNode it returns its

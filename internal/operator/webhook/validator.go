@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -158,8 +157,7 @@ func dryRun(ctx context.Context) bool {
 // gets no preview (four reads of the API server, on the path of each node's
 // start).
 func rolloutChild(nm *nmv1beta1.NodeMaintenance) bool {
-	ref := metav1.GetControllerOf(nm)
-	return ref != nil && ref.Kind == nmv1alpha1.RolloutKind && strings.HasPrefix(ref.APIVersion, nmv1alpha1.Group+"/")
+	return nmv1alpha1.ControllingRollout(nm) != ""
 }
 
 // checkCreate checks what needs no decision against the other
